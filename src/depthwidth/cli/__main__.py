@@ -1,0 +1,5 @@
+import sys
+
+from depthwidth.cli import main
+
+sys.exit(main())

@@ -1,0 +1,225 @@
+"""One readable Transformer built from a `Shape`: decoder (causal) or encoder (bidirectional).
+
+Covers every option of `Shape`: pre- or post-norm blocks, learned / rotary / no positions,
+GELU (tanh) / ReLU / SwiGLU MLPs, LayerNorm / RMSNorm, biases as configured, GQA/MQA, tied or
+untied head (or none), GPT-NeoX parallel residual, GPT-2 depth-scaled residual init.
+Attention runs through PyTorch's fused `scaled_dot_product_attention` ("sdpa") or an explicit
+eager path ("eager") whose ops FLOP counters and saved-tensor hooks can see one by one.
+
+Shapes in comments: B batch, T sequence, D d_model, Hq/Hk query/kv heads, Dh head_dim, V vocab.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from depthwidth.model.cache import KVCache
+from depthwidth.shapes.shape import Shape
+
+ATTN_IMPLS = ("sdpa", "eager")
+
+
+def make_norm(shape: Shape) -> nn.Module:
+    if shape.norm == "rmsnorm":
+        return nn.RMSNorm(shape.d_model, eps=shape.norm_eps)
+    return nn.LayerNorm(shape.d_model, eps=shape.norm_eps, bias=shape.norm_bias)
+
+
+def rope_tables(shape: Shape) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of shape (max_seq_len, head_dim), rotate-half layout (as Llama/GPT-NeoX in HF)."""
+    half = shape.head_dim // 2
+    inv_freq = 1.0 / (shape.rope_theta ** (torch.arange(0, half, dtype=torch.float32) / half))
+    angles = torch.outer(torch.arange(shape.max_seq_len, dtype=torch.float32), inv_freq)  # (S, Dh/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (S, Dh)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x: (B, H, T, Dh); cos/sin: (T, Dh)
+    x1, x2 = x.chunk(2, dim=-1)
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return (x * cos + rotated * sin).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, shape: Shape, *, attn_impl: str, dropout: float) -> None:
+        super().__init__()
+        self.shape = shape
+        self.attn_impl = attn_impl
+        self.dropout = dropout
+        self.qkv = nn.Linear(shape.d_model, shape.q_dim + 2 * shape.kv_dim, bias=shape.qkv_bias)
+        self.out = nn.Linear(shape.q_dim, shape.d_model, bias=shape.linear_bias)
+        self.out.residual_out = True  # marks depth-scaled init
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (B, T, D)
+        *,
+        rope: tuple[torch.Tensor, torch.Tensor] | None,
+        cache: KVCache | None = None,
+        layer: int = 0,
+    ) -> torch.Tensor:
+        s = self.shape
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).split([s.q_dim, s.kv_dim, s.kv_dim], dim=-1)
+        q = q.view(B, T, s.n_heads, s.head_dim).transpose(1, 2)  # (B, Hq, T, Dh)
+        k = k.view(B, T, s.n_kv_heads, s.head_dim).transpose(1, 2)  # (B, Hk, T, Dh)
+        v = v.view(B, T, s.n_kv_heads, s.head_dim).transpose(1, 2)  # (B, Hk, T, Dh)
+        start = cache.length if cache is not None else 0
+        if rope is not None:
+            cos, sin = rope[0][start : start + T], rope[1][start : start + T]
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            k, v = cache.update(layer, k, v)  # (B, Hk, start+T, Dh)
+        y = self._attend(q, k, v, start=start)  # (B, Hq, T, Dh)
+        y = y.transpose(1, 2).reshape(B, T, s.q_dim)
+        return F.dropout(self.out(y), p=self.dropout, training=self.training)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, start: int) -> torch.Tensor:
+        s = self.shape
+        T, S = q.shape[2], k.shape[2]
+        causal = s.causal and T > 1
+        mask = None
+        if causal and start > 0:  # a chunk after cached tokens: bottom-right aligned causal mask
+            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(diagonal=S - T)
+            causal = False
+        p = self.dropout if self.training else 0.0
+        if self.attn_impl == "sdpa":
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, enable_gqa=s.n_kv_heads != s.n_heads
+            )
+        if s.n_kv_heads != s.n_heads:
+            rep = s.n_heads // s.n_kv_heads
+            k = k.repeat_interleave(rep, dim=1)  # (B, Hq, S, Dh)
+            v = v.repeat_interleave(rep, dim=1)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(s.head_dim))  # (B, Hq, T, S)
+        if causal:
+            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = F.dropout(scores.softmax(dim=-1), p=p, training=self.training)
+        return weights @ v  # (B, Hq, T, Dh)
+
+
+class MLP(nn.Module):
+    def __init__(self, shape: Shape, *, dropout: float) -> None:
+        super().__init__()
+        self.ffn = shape.ffn
+        self.dropout = dropout
+        bias = shape.linear_bias
+        self.up = nn.Linear(shape.d_model, shape.d_ff, bias=bias)
+        self.gate = nn.Linear(shape.d_model, shape.d_ff, bias=bias) if shape.ffn == "swiglu" else None
+        self.down = nn.Linear(shape.d_ff, shape.d_model, bias=bias)
+        self.down.residual_out = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, D) -> (B, T, D)
+        if self.gate is not None:
+            h = F.silu(self.gate(x)) * self.up(x)  # (B, T, F)
+        elif self.ffn == "relu":
+            h = F.relu(self.up(x))
+        else:
+            h = F.gelu(self.up(x), approximate="tanh")
+        return F.dropout(self.down(h), p=self.dropout, training=self.training)
+
+
+class Block(nn.Module):
+    def __init__(self, shape: Shape, *, attn_impl: str, dropout: float) -> None:
+        super().__init__()
+        self.shape = shape
+        self.norm1 = make_norm(shape)
+        self.attn = Attention(shape, attn_impl=attn_impl, dropout=dropout)
+        self.norm2 = make_norm(shape)
+        self.mlp = MLP(shape, dropout=dropout)
+
+    def forward(self, x: torch.Tensor, *, rope, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        if self.shape.norm_position == "post":  # nn.TransformerEncoderLayer(norm_first=False)
+            x = self.norm1(x + self.attn(x, rope=rope, cache=cache, layer=layer))
+            return self.norm2(x + self.mlp(x))
+        if self.shape.parallel_residual:  # GPT-NeoX: both branches read the same input
+            return x + self.attn(self.norm1(x), rope=rope, cache=cache, layer=layer) + self.mlp(self.norm2(x))
+        x = x + self.attn(self.norm1(x), rope=rope, cache=cache, layer=layer)
+        return x + self.mlp(self.norm2(x))
+
+
+class Transformer(nn.Module):
+    """The language model of a `Shape`. `forward(idx, targets)` returns (logits, loss)."""
+
+    def __init__(self, shape: Shape, *, attn_impl: str = "sdpa", dropout: float = 0.0, init_std: float = 0.02):
+        super().__init__()
+        if attn_impl not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl={attn_impl!r} is not allowed; expected one of {', '.join(ATTN_IMPLS)}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout={dropout!r} must be in [0, 1)")
+        self.shape = shape
+        self.embed = nn.Embedding(shape.vocab_size, shape.d_model)
+        self.pos_embed = nn.Embedding(shape.max_seq_len, shape.d_model) if shape.pos == "learned" else None
+        self.dropout = dropout
+        self.blocks = nn.ModuleList(Block(shape, attn_impl=attn_impl, dropout=dropout) for _ in range(shape.n_layers))
+        self.final_norm = make_norm(shape) if shape.final_norm else None
+        self.head = None
+        if shape.lm_head and not shape.tie_embeddings:
+            self.head = nn.Linear(shape.d_model, shape.vocab_size, bias=False)
+        if shape.pos == "rope":
+            cos, sin = rope_tables(shape)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
+        self.init_weights(std=init_std)
+
+    def init_weights(self, *, std: float = 0.02) -> None:
+        """Normal(0, std) weights, zero biases, unit norms; residual output projections get
+        std / sqrt(2 * n_layers) (GPT-2, Radford et al. 2019, sec. 2.3)."""
+        if self.embed.weight.is_meta:
+            return
+        resid_std = std / math.sqrt(2 * self.shape.n_layers)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, 0.0, resid_std if getattr(module, "residual_out", False) else std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, std)
+            elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
+                module.reset_parameters()
+
+    def set_attn_impl(self, attn_impl: str) -> None:
+        if attn_impl not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl={attn_impl!r} is not allowed; expected one of {', '.join(ATTN_IMPLS)}")
+        for block in self.blocks:
+            block.attn.attn_impl = attn_impl
+
+    def forward(
+        self,
+        idx: torch.Tensor,  # (B, T) token ids
+        targets: torch.Tensor | None = None,  # (B, T)
+        *,
+        cache: KVCache | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        T = idx.shape[1]
+        start = cache.length if cache is not None else 0
+        if start + T > self.shape.max_seq_len:
+            raise ValueError(
+                f"sequence of {start + T} tokens exceeds max_seq_len={self.shape.max_seq_len} of this shape"
+            )
+        x = self.embed(idx)  # (B, T, D)
+        if self.pos_embed is not None:
+            x = x + self.pos_embed(torch.arange(start, start + T, device=idx.device))
+        x = F.dropout(x, p=self.dropout, training=self.training)
+        rope = (self.rope_cos, self.rope_sin) if self.shape.pos == "rope" else None
+        for i, block in enumerate(self.blocks):
+            x = block(x, rope=rope, cache=cache, layer=i)
+        if cache is not None:
+            cache.advance(T)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        if not self.shape.lm_head:
+            return x, None  # encoder without a head: the hidden states
+        weight = self.embed.weight if self.head is None else self.head.weight
+        logits = F.linear(x, weight)  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
+        return logits, loss
