@@ -1,0 +1,178 @@
+"""Synthetic probe tasks that separate what depth buys from what width buys.
+
+Every example is plain text, `prompt + answer + "\\n"`, so a probe goes through the same tokenizer as
+natural text (the byte tokenizer by default) and can be mixed into a study as a slice. Accuracy is
+exact match on the answer tokens, teacher-forced (see `depthwidth.train.probe_eval`).
+
+Probes (difficulty in brackets):
+- `multihop` [k hops], depth-hungry: a fresh random permutation of letters is written as pointers
+  "b>e,e>a,...", then the query asks where k hops from a start letter lead. Composing k lookups
+  inside one forward pass needs about k sequential steps (Sanford et al. 2024 relate the number of
+  hops a Transformer can compose to its depth).
+- `recall` [n pairs], in-context associative recall: n key=value pairs, then one key is queried.
+- `facts` [n facts], memorisation in the weights: a fixed table of n key -> value facts (the same
+  table for every seed of a split; train and test query the same facts), so accuracy measures
+  capacity; `capacity_bits` turns accuracy into stored bits (Allen-Zhu & Li 2024 report about 2 bits
+  per parameter for trained LMs).
+- `addition` [n digits] and `parity` [n bits], algorithmic sequential computation.
+
+Generators are deterministic functions of (probe, difficulty, seed, split, n); train and test splits
+use disjoint seeds streams. Pure standard library.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import string
+from dataclasses import dataclass
+
+LETTERS = string.ascii_lowercase
+KEY_ALPHABET = "bcdfghjklmnpqrstvwxz"  # consonants: keys never collide with values or separators
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeExample:
+    probe: str
+    difficulty: int
+    prompt: str
+    answer: str
+
+    @property
+    def text(self) -> str:
+        return self.prompt + self.answer + "\n"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeSpec:
+    """Which probe, at which difficulties, how many examples."""
+
+    name: str
+    train_difficulties: tuple[int, ...]
+    test_difficulties: tuple[int, ...]  # may include unseen difficulties (e.g. one more hop)
+    n_train: int = 2000
+    n_test: int = 200
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.name not in PROBES:
+            raise ValueError(f"probe name={self.name!r} is unknown; expected one of {', '.join(PROBES)}")
+        for field in ("train_difficulties", "test_difficulties"):
+            values = getattr(self, field)
+            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+                raise ValueError(f"{field}={values!r} must be a non-empty list of positive integers")
+            limit = MAX_DIFFICULTY[self.name]
+            if max(values) > limit:
+                raise ValueError(f"{field}: {self.name} supports difficulty up to {limit}, got {max(values)}")
+        for field in ("n_train", "n_test"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{field}={value!r} must be a positive integer")
+
+
+def _rng(probe: str, difficulty: int, seed: int, split: str, index: int) -> random.Random:
+    # A string seed is hashed with SHA-512 by `random`, so it is stable across runs and platforms.
+    return random.Random(f"{probe}/{difficulty}/{seed}/{split}/{index}")
+
+
+def _multihop(rng: random.Random, k: int) -> tuple[str, str]:
+    n = max(6, k + 3)
+    letters = rng.sample(LETTERS, n)
+    nxt = {letters[i]: letters[(i + 1) % n] for i in range(n)}  # one cycle through n letters
+    pairs = [f"{a}>{b}" for a, b in nxt.items()]
+    rng.shuffle(pairs)
+    start = rng.choice(letters)
+    node = start
+    for _ in range(k):
+        node = nxt[node]
+    return f"{','.join(pairs)}|{start}*{k}=", node
+
+
+def _recall(rng: random.Random, n: int) -> tuple[str, str]:
+    keys = rng.sample(KEY_ALPHABET, n)
+    values = [str(rng.randrange(10)) for _ in keys]
+    query = rng.randrange(n)
+    pairs = ",".join(f"{k}={v}" for k, v in zip(keys, values))
+    return f"{pairs}|{keys[query]}?", values[query]
+
+
+def fact_table(n: int, seed: int) -> list[tuple[str, str]]:
+    """The fixed table of n memorisation facts: 4-consonant key -> 3-digit value."""
+    rng = random.Random(f"facts-table/{n}/{seed}")
+    keys: set[str] = set()
+    while len(keys) < n:
+        keys.add("".join(rng.choice(KEY_ALPHABET) for _ in range(4)))
+    return [(k, f"{rng.randrange(1000):03d}") for k in sorted(keys)]
+
+
+def _addition(rng: random.Random, n: int) -> tuple[str, str]:
+    a = rng.randrange(10 ** (n - 1) if n > 1 else 0, 10**n)
+    b = rng.randrange(10 ** (n - 1) if n > 1 else 0, 10**n)
+    return f"{a}+{b}=", str(a + b)
+
+
+def _parity(rng: random.Random, n: int) -> tuple[str, str]:
+    bits = "".join(rng.choice("01") for _ in range(n))
+    return f"{bits}:", str(bits.count("1") % 2)
+
+
+PROBES = ("multihop", "recall", "facts", "addition", "parity")
+MAX_DIFFICULTY = {"multihop": 20, "recall": len(KEY_ALPHABET), "facts": 100_000, "addition": 30, "parity": 256}
+KINDS = {
+    "multihop": "depth",
+    "recall": "width",
+    "facts": "width",
+    "addition": "depth",
+    "parity": "depth",
+}
+
+
+def generate(name: str, *, difficulty: int, n: int, seed: int = 0, split: str = "train") -> list[ProbeExample]:
+    """`n` examples of probe `name` at `difficulty`, deterministic for (seed, split)."""
+    if name not in PROBES:
+        raise ValueError(f"probe name={name!r} is unknown; expected one of {', '.join(PROBES)}")
+    if split not in ("train", "test"):
+        raise ValueError(f"split={split!r} must be 'train' or 'test'")
+    if isinstance(difficulty, bool) or not isinstance(difficulty, int) or not 1 <= difficulty <= MAX_DIFFICULTY[name]:
+        raise ValueError(f"difficulty={difficulty!r} for {name} must be an integer in 1..{MAX_DIFFICULTY[name]}")
+    if name == "facts":
+        table = fact_table(difficulty, seed)
+        rng = random.Random(f"facts-order/{difficulty}/{seed}/{split}")
+        if split == "train":  # every fact at least once, then uniform draws
+            picks = list(range(len(table))) + [rng.randrange(len(table)) for _ in range(max(0, n - len(table)))]
+            rng.shuffle(picks)
+            picks = picks[: max(n, len(table))]
+        else:
+            picks = [rng.randrange(len(table)) for _ in range(n)]
+        return [ProbeExample(probe=name, difficulty=difficulty, prompt=f"{table[i][0]}:", answer=table[i][1]) for i in picks]
+    make = {"multihop": _multihop, "recall": _recall, "addition": _addition, "parity": _parity}[name]
+    out = []
+    for i in range(n):
+        prompt, answer = make(_rng(name, difficulty, seed, split, i), difficulty)
+        out.append(ProbeExample(probe=name, difficulty=difficulty, prompt=prompt, answer=answer))
+    return out
+
+
+def build_probe_set(spec: ProbeSpec) -> tuple[list[ProbeExample], list[ProbeExample]]:
+    """(train, test) examples: train mixes the train difficulties evenly (interleaved), test holds
+    n_test examples per test difficulty."""
+    per = [generate(spec.name, difficulty=d, n=spec.n_train, seed=spec.seed) for d in spec.train_difficulties]
+    train = [ex for group in zip(*per) for ex in group][: spec.n_train * len(per)]
+    if spec.name == "facts":  # a fact can only be recalled if it was seen: keep every fact in train
+        train = [ex for group in per for ex in group]
+        random.Random(f"facts-mix/{spec.seed}").shuffle(train)
+    test = []
+    for d in spec.test_difficulties:
+        test += generate(spec.name, difficulty=d, n=spec.n_test, seed=spec.seed, split="test")
+    return train, test
+
+
+def capacity_bits(*, n_facts: int, accuracy: float, value_space: int = 1000) -> float:
+    """Estimated bits stored in the weights when `accuracy` of `n_facts` uniformly random values
+    (from `value_space` possibilities) are recalled: the chance-corrected number of recalled facts
+    times log2(value_space) bits each. An estimate: the exact mutual information is lower when the
+    wrong answers are not uniform. 0 at or below chance."""
+    chance = 1.0 / value_space
+    if accuracy <= chance:
+        return 0.0
+    return n_facts * (accuracy - chance) / (1 - chance) * math.log2(value_space)
