@@ -217,8 +217,8 @@ class Transformer(nn.Module):
             x = self.final_norm(x)
         if not self.shape.lm_head:
             return x, None  # encoder without a head: the hidden states
-        weight = self.embed.weight if self.head is None else self.head.weight
-        logits = F.linear(x, weight)  # (B, T, V)
+        # the head is called as a module so that a quantized replacement (int8 dynamic) works too
+        logits = F.linear(x, self.embed.weight) if self.head is None else self.head(x)  # (B, T, V)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
