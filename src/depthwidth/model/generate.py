@@ -53,13 +53,15 @@ def generate(
     temperature: float = 1.0,
     generator: torch.Generator | None = None,
     return_logits: bool = False,
+    cache: KVCache | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Continue `idx` by `max_new_tokens` tokens.
 
     Returns the tokens (B, T + N), prompt included; with `return_logits=True` also the logits that
     chose each new token, (B, N, V), in the model's dtype. `greedy=False` samples from
     softmax(logits / temperature) with `generator`. Raises ValueError when the prompt plus the new
-    tokens do not fit the model's `max_seq_len` (its position table).
+    tokens do not fit the model's `max_seq_len` (its position table). `cache` (with `use_cache`)
+    is an empty `KVCache` to fill instead of a new one, so a caller can inspect it afterwards.
     """
     shape = model.shape
     if idx.dim() != 2 or idx.shape[1] < 1:
@@ -85,7 +87,13 @@ def generate(
         if max_new_tokens == 0:
             return (tokens, idx.new_zeros((B, 0, shape.vocab_size), dtype=model_dtype(model))) if return_logits else tokens
         if use_cache:
-            cache = new_cache(model, batch_size=B, max_len=total)
+            if cache is None:
+                cache = new_cache(model, batch_size=B, max_len=total - 1)
+            elif cache.length != 0 or cache.max_len < total - 1 or cache.keys[0].shape[0] != B:
+                raise ValueError(
+                    f"cache must be empty, for batch {B} and hold {total - 1} tokens; it has "
+                    f"length={cache.length}, max_len={cache.max_len}, batch {cache.keys[0].shape[0]}"
+                )
             logits, _ = model(idx, cache=cache)  # prefill: (B, T, V)
             step_input = None
             for i in range(max_new_tokens):
