@@ -150,7 +150,8 @@ _ROWS: list[Preset] = [
            published_params=68_976_648_192),
     Preset(name="llama-3-8b", shape=_llama(32, 4096, 32, n_kv_heads=8, d_ff=14336, vocab_size=128256,
                                            max_seq_len=8192, rope_theta=500000.0),
-           source="Meta Llama 3 model card; HF config https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json",
+           source="Meta Llama 3 model card; HF config "
+                  "https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json",
            notes="HF LlamaForCausalLM parameter count.", published_params=8_030_261_248),
     Preset(name="mistral-7b", shape=_llama(32, 4096, 32, n_kv_heads=8, d_ff=14336, max_seq_len=32768),
            source="Jiang et al. 2023, 'Mistral 7B' (arXiv:2310.06825), Table 1; HF config "
