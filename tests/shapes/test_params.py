@@ -71,6 +71,22 @@ def test_mobilellm_rounds_to_the_model_card():
     assert count_params(PRESETS["mobilellm-350m"].shape).total // 100_000 == 3453
 
 
+@pytest.mark.parametrize(
+    "name, nominal",
+    [("gpt3-125m", 125e6), ("gpt3-350m", 350e6), ("gpt3-760m", 760e6), ("gpt3-2.7b", 2.7e9),
+     ("gpt3-6.7b", 6.7e9), ("gpt3-13b", 13e9), ("gpt3-175b", 175e9)],
+)
+def test_gpt3_table_sizes_are_near_their_names(name, nominal):
+    assert count_params(PRESETS[name].shape).total == pytest.approx(nominal, rel=0.02)
+
+
+def test_gpt3_xl_literal_table_and_the_nominal_size():
+    # Table 2.1 literally (24 heads of 128 on d_model 2048) counts 1.52B; width-2048 attention gives 1.3B.
+    literal = PRESETS["gpt3-1.3b"].shape
+    assert count_params(literal).total == pytest.approx(1.517e9, rel=1e-3)
+    assert count_params(literal.with_(n_heads=16)).total == pytest.approx(1.3e9, rel=0.02)
+
+
 def test_torch_encoder_preset_matches_pytorch_modules():
     with torch.device("meta"):
         embed = nn.Embedding(30000, 512)

@@ -132,7 +132,9 @@ _ROWS: list[Preset] = [
     Preset(name="gpt3-350m", shape=_gpt3(24, 1024, 16, 64), source=_GPT3_SRC, notes=_GPT3_NOTES),
     Preset(name="gpt3-760m", shape=_gpt3(24, 1536, 16, 96), source=_GPT3_SRC, notes=_GPT3_NOTES),
     Preset(name="gpt3-1.3b", shape=_gpt3(24, 2048, 24, 128), source=_GPT3_SRC,
-           notes=_GPT3_NOTES + " n_heads * d_head = 3072 differs from d_model = 2048, as in the table."),
+           notes=_GPT3_NOTES + " Taken literally, the table's 24 heads of d_head 128 (attention width 3072, not "
+                 "d_model 2048) give 1.52B parameters, not the nominal 1.3B; an attention width of 2048 (e.g. 16 "
+                 "heads of 128, as GPT-Neo 1.3B) gives 1.32B. The table is kept as published."),
     Preset(name="gpt3-2.7b", shape=_gpt3(32, 2560, 32, 80), source=_GPT3_SRC, notes=_GPT3_NOTES),
     Preset(name="gpt3-6.7b", shape=_gpt3(32, 4096, 32, 128), source=_GPT3_SRC, notes=_GPT3_NOTES),
     Preset(name="gpt3-13b", shape=_gpt3(40, 5140, 40, 128), source=_GPT3_SRC,
