@@ -1,0 +1,352 @@
+"""`train(shape, config)`: one fair, reproducible, resumable training run.
+
+Fairness: batches come from `depthwidth.data.BatchStream`, a pure function of the data settings,
+the seed and the step, never of the model; `batch_stream_hash` records them. Reproducibility:
+the model is initialised after torch.manual_seed(seed), the thread count is fixed, deterministic
+algorithms are requested on CPU, and a checkpoint carries the RNG state, so on CPU a resumed run
+reproduces the uninterrupted run's losses, learning rates and gradient norms bit for bit (the
+timing fields of the curve are measurements and differ).
+
+Bad input (unknown corpus, empty file, corpus smaller than one batch, seq_len beyond the shape's
+max_seq_len, a vocabulary smaller than the tokenizer's, fp16 on CPU, a folder holding another run)
+raises ValueError/FileNotFoundError before anything is written. A run that diverges (NaN/inf loss,
+or loss above diverge_factor * ln(vocab)) returns status "diverged"; a runtime error inside the
+loop (e.g. out of memory) returns status "failed" - neither raises, so a study carries on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from depthwidth.data.batches import BatchStream, gather_windows
+from depthwidth.data.dataset import Dataset, load_dataset, resolve_cache_dir
+from depthwidth.model.transformer import Transformer
+from depthwidth.shapes.flops import flops
+from depthwidth.shapes.params import count_params
+from depthwidth.shapes.shape import Shape
+from depthwidth.train import checkpoint as ckpt
+from depthwidth.train.config import TrainConfig, lr_at
+from depthwidth.train.evaluate import evaluate, position_buckets
+from depthwidth.train.measure import SavedTensorMeter, peak_flops, peak_rss_bytes, state_bytes
+from depthwidth.train.result import TrainProgress, TrainResult
+from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
+
+#: Parameters whose names end like this are embeddings (not decayed unless decay_embeddings).
+EMBEDDING_PARAMS = ("embed.weight", "pos_embed.weight")
+
+
+def resolve_device(config: TrainConfig) -> torch.device:
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but no CUDA device is available; use device='cpu' or 'auto'")
+    return torch.device(config.device)
+
+
+def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device: torch.device) -> None:
+    if config.dtype == "fp16":
+        if device.type == "cpu":
+            raise ValueError("dtype='fp16' is refused on CPU (about 1 GFLOP/s there); use dtype='bf16' or 'fp32'")
+        raise ValueError("dtype='fp16' needs loss scaling, which this trainer does not do; use dtype='bf16'")
+    if config.seq_len > shape.max_seq_len:
+        raise ValueError(
+            f"seq_len={config.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len} "
+            f"({'learned position table' if shape.pos == 'learned' else 'position limit'}); "
+            "raise max_seq_len or lower seq_len"
+        )
+    if not shape.lm_head or shape.kind != "decoder":
+        raise ValueError(f"kind={shape.kind!r}, lm_head={shape.lm_head}: training needs a decoder with an LM head")
+    if shape.vocab_size < dataset.vocab_size:
+        raise ValueError(
+            f"vocab_size={shape.vocab_size} of the shape is smaller than tokenizer {dataset.tokenizer.spec!r}'s "
+            f"vocabulary of {dataset.vocab_size}"
+        )
+    for name in ("corpus", "tokenizer", "val_fraction", "test_fraction"):
+        mine = {"corpus": dataset.corpus_spec, "tokenizer": dataset.tokenizer.spec,
+                "val_fraction": dataset.val_fraction, "test_fraction": dataset.test_fraction}[name]
+        if mine != getattr(config, name):
+            raise ValueError(f"the dataset given has {name}={mine!r} but the config says {getattr(config, name)!r}")
+
+
+def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
+    """Matrices decay; norms, biases (1-D) and embeddings (unless decay_embeddings) do not."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        is_embedding = name in EMBEDDING_PARAMS
+        (decay if p.dim() >= 2 and (config.decay_embeddings or not is_embedding) else no_decay).append(p)
+    return [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(param_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
+                             eps=config.eps, foreach=True)
+
+
+@contextlib.contextmanager
+def execution_settings(config: TrainConfig, device: torch.device):
+    """Fix threads and request deterministic kernels for the run; restore both afterwards."""
+    threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    if device.type == "cpu":
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+
+
+def train(
+    shape: Shape,
+    config: TrainConfig,
+    *,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    progress: Callable[[TrainProgress], None] | None = None,
+    dataset: Dataset | None = None,
+) -> TrainResult:
+    """Train `shape` under `config`; see the module docstring. With `out_dir`, checkpoints and the
+    result are written there and `resume=True` continues (or returns) the run found there."""
+    device = resolve_device(config)
+    cache_dir = resolve_cache_dir(config.cache_dir)
+    if dataset is None:
+        dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
+                               test_fraction=config.test_fraction, cache_dir=cache_dir)
+    check_compatible(shape, config, dataset, device)
+    stream = BatchStream(dataset, seq_len=config.seq_len, batch_size=config.batch_size, seed=config.seed)
+    eval_slices = stream.eval_slices(config.eval_windows)
+    run_dir = Path(out_dir) if out_dir is not None else None
+    payload = None
+    if run_dir is not None:
+        done = stored_result(run_dir, shape=shape, config=config, resume=resume)
+        if done is not None:
+            return done
+        payload = check_resumable(run_dir, shape=shape, config=config, dataset=dataset, resume=resume, device=device)
+        prepare_run_dir(run_dir, shape=shape, config=config, dataset=dataset)
+    with execution_settings(config, device) as threads:
+        return _Run(shape, config, dataset=dataset, stream=stream, eval_slices=eval_slices, device=device,
+                    threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress).run(payload)
+
+
+class _Run:
+    def __init__(self, shape, config, *, dataset, stream, eval_slices, device, threads, cache_dir, run_dir, progress):
+        self.shape, self.config, self.dataset, self.stream = shape, config, dataset, stream
+        self.eval_slices, self.device, self.threads = eval_slices, device, threads
+        self.cache_dir, self.run_dir, self.progress = cache_dir, run_dir, progress
+        self.steps = config.total_steps
+        self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if config.dtype == "bf16"
+                         else contextlib.nullcontext())
+        self.curve: list[dict] = []
+        self.evals: list[dict] = []
+        self.train_seconds = self.eval_seconds = 0.0
+        self.saved_bytes = self.states = None
+        self.max_loss = config.diverge_factor * math.log(dataset.vocab_size)
+
+    # ---- setup --------------------------------------------------------------------------------
+    def _build(self, payload) -> int:
+        torch.manual_seed(self.config.seed)
+        self.model = Transformer(self.shape, attn_impl=self.config.attn_impl, dropout=self.config.dropout)
+        self.model.to(self.device).train()
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        expected = count_params(self.shape).total
+        if self.n_params != expected:
+            raise RuntimeError(f"module has {self.n_params} parameters but count_params says {expected}")
+        self.optimizer = make_optimizer(self.model, self.config)
+        self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self.hasher = self.stream.hasher()
+        if payload is None:
+            return 0
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        ckpt.set_rng_state(payload["rng"], self.device)
+        meta = payload["meta"]
+        self.curve, self.evals = meta["curve"], meta["evals"]
+        self.train_seconds, self.eval_seconds = meta["train_seconds"], meta["eval_seconds"]
+        self.saved_bytes, self.states = meta.get("saved_activation_bytes"), meta.get("state_bytes")
+        for step in range(meta["step"]):  # positions are pure: re-hash the steps already done
+            self.hasher.update(self.stream.positions(step))
+        return int(meta["step"])
+
+    # ---- one optimizer step -------------------------------------------------------------------
+    def _step(self, step: int, meter: SavedTensorMeter | None):
+        cfg = self.config
+        lr = lr_at(cfg, step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        positions = self.stream.positions(step)
+        self.hasher.update(positions)
+        x, y = gather_windows(self.stream.tokens, positions, cfg.seq_len)  # (B, T) each
+        x = torch.from_numpy(x).to(self.device, non_blocking=True)
+        y = torch.from_numpy(y).to(self.device, non_blocking=True)
+        mb, accum = cfg.micro_batch_size, cfg.accumulation
+        total = None
+        for m in range(accum):
+            track = meter.track() if meter is not None and m == 0 else contextlib.nullcontext()
+            with track, self.autocast:
+                _, loss = self.model(x[m * mb : (m + 1) * mb], y[m * mb : (m + 1) * mb])
+            (loss / accum if accum > 1 else loss).backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+        self.optimizer.step()
+        if meter is not None:
+            self.states = state_bytes(self.model, self.optimizer)
+        self.optimizer.zero_grad(set_to_none=True)
+        return (total / accum if accum > 1 else total), grad_norm, lr
+
+    # ---- the loop -------------------------------------------------------------------------------
+    def run(self, payload) -> TrainResult:
+        start = self._build(payload)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.peak = peak_flops(dtype=self.config.dtype, device=self.device, threads=self.threads,
+                               cache_dir=self.cache_dir, override=self.config.peak_flops)
+        flush_every = 1 if self.device.type == "cpu" else 16
+        tokens_per_step = self.config.tokens_per_step
+        diverged_at, error = None, None
+        pending: list[tuple] = []
+        t_group = time.perf_counter()
+        try:
+            for step in range(start, self.steps):
+                meter = SavedTensorMeter(self.model.parameters()) if self.saved_bytes is None else None
+                loss, grad_norm, lr = self._step(step, meter)
+                if meter is not None:
+                    self.saved_bytes = meter.peak_bytes
+                pending.append((step, loss, grad_norm, lr))
+                last = step == self.steps - 1
+                do_eval = self.config.eval_every and (step + 1) % self.config.eval_every == 0 and not last
+                do_ckpt = (self.run_dir is not None and self.config.checkpoint_every
+                           and (step + 1) % self.config.checkpoint_every == 0 and not last)
+                if len(pending) >= flush_every or last or do_eval or do_ckpt:
+                    diverged_at = self._flush(pending, t_group, tokens_per_step)
+                    pending = []
+                    if diverged_at is not None:
+                        break
+                    if do_eval:
+                        self._eval(step + 1, full=False)
+                    if do_ckpt:
+                        self._save(step + 1)
+                    t_group = time.perf_counter()
+        except (RuntimeError, MemoryError) as exc:  # out of memory, a kernel failure: report, do not kill the study
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if error is not None:
+            return self._finish("failed", error=error)
+        if diverged_at is not None:
+            return self._finish("diverged", diverged_at=diverged_at)
+        outcome = self._eval(self.steps, full=True)
+        if self.run_dir is not None:
+            self._save(self.steps)
+        return self._finish("completed", outcome=outcome)
+
+    def _flush(self, pending, t_group: float, tokens_per_step: int) -> int | None:
+        values = torch.stack([torch.stack([p[1].float(), p[2].float()]) for p in pending]).tolist()  # syncs
+        seconds = (time.perf_counter() - t_group) / len(pending)
+        self.train_seconds += seconds * len(pending)
+        diverged = None
+        for (step, _, _, lr), (loss, grad_norm) in zip(pending, values):
+            self.curve.append({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
+                               "seconds": seconds, "tokens_per_s": tokens_per_step / seconds})
+            if diverged is None and not (math.isfinite(loss) and loss <= self.max_loss):
+                diverged = step
+        if self.progress is not None:
+            done = pending[-1][0] + 1
+            self.progress(TrainProgress(phase="train", step=done, steps=self.steps, loss=values[-1][0],
+                                        tokens_per_s=tokens_per_step / seconds,
+                                        eta_s=(self.steps - done) * self._mean_step_seconds()))
+        return diverged
+
+    def _mean_step_seconds(self) -> float:
+        recent = self.curve[-50:]
+        return sum(c["seconds"] for c in recent) / len(recent)
+
+    def _eval(self, step: int, *, full: bool):
+        t0 = time.perf_counter()
+        out = evaluate(self.model, tokens=self.dataset.val, slices=self.eval_slices, seq_len=self.config.seq_len,
+                       batch_size=self.config.micro_batch_size, device=self.device, autocast=self.autocast)
+        self.eval_seconds += time.perf_counter() - t0
+        self.evals.append({"step": step, "tokens": step * self.config.tokens_per_step, "val_loss": out.loss,
+                           "val_loss_by_slice": out.by_slice})
+        if self.progress is not None:
+            self.progress(TrainProgress(phase="eval", step=step, steps=self.steps, loss=None, tokens_per_s=None,
+                                        eta_s=None, val_loss=out.loss))
+        return out
+
+    def _meta(self, step: int) -> dict:
+        return {"step": step, "curve": self.curve, "evals": self.evals, "train_seconds": self.train_seconds,
+                "eval_seconds": self.eval_seconds, "saved_activation_bytes": self.saved_bytes,
+                "state_bytes": self.states, "config": self.config.to_dict(), "shape": self.shape.to_dict(),
+                "dataset_hash": self.dataset.dataset_hash}
+
+    def _save(self, step: int) -> None:
+        ckpt.save_checkpoint(self.run_dir / ckpt.CHECKPOINT, model=self.model, optimizer=self.optimizer,
+                             device=self.device, meta=self._meta(step))
+
+    def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None) -> TrainResult:
+        cfg = self.config
+        buckets = position_buckets(cfg.seq_len)
+        timed = [c for c in self.curve if c["step"] > 0] or self.curve
+        seconds = sum(c["seconds"] for c in timed)
+        tokens_per_s = len(timed) * cfg.tokens_per_step / seconds if timed and seconds > 0 else None
+        per_token = flops(self.shape, seq_len=cfg.seq_len).train_per_token
+        achieved = per_token * tokens_per_s if tokens_per_s else None
+        if self.device.type == "cuda":
+            peak_memory = int(torch.cuda.max_memory_allocated(self.device))
+        else:
+            peak_memory = (self.states or 0) + (self.saved_bytes or 0) if self.states is not None else None
+        counts = count_params(self.shape)
+        result = TrainResult(
+            status=status,
+            val_loss=outcome.loss if outcome else None,
+            val_loss_by_slice=outcome.by_slice if outcome else {s.name: None for s in self.eval_slices},
+            val_loss_by_position=outcome.by_position if outcome else [None] * len(buckets),
+            position_buckets=buckets,
+            tokens_per_s=tokens_per_s,
+            achieved_flops_per_s=achieved,
+            mfu=achieved / self.peak.flops_per_s if achieved else None,
+            peak_flops=self.peak.flops_per_s,
+            peak_flops_source=self.peak.source,
+            peak_memory_bytes=peak_memory,
+            saved_activation_bytes=self.saved_bytes,
+            state_bytes=self.states,
+            peak_rss_bytes=peak_rss_bytes(),
+            params=self.n_params,
+            non_embedding_params=counts.non_embedding,
+            train_flops_per_token=per_token,
+            train_seconds=self.train_seconds,
+            eval_seconds=self.eval_seconds,
+            steps=len(self.curve),
+            tokens=len(self.curve) * cfg.tokens_per_step,
+            curve=self.curve,
+            evals=self.evals,
+            batch_stream_hash=self.hasher.hexdigest(),
+            corpus_hash=self.dataset.corpus_hash,
+            dataset_hash=self.dataset.dataset_hash,
+            config_hash=cfg.config_hash(),
+            tokenizer=self.dataset.tokenizer.spec,
+            vocab_size=self.dataset.vocab_size,
+            diverged_at_step=diverged_at,
+            error=error,
+            device=str(self.device),
+            dtype=cfg.dtype,
+            threads=self.threads,
+            torch_version=torch.__version__,
+            shape=self.shape.to_dict(),
+            config=cfg.to_dict(),
+            dataset=self.dataset.to_dict(),
+        )
+        if self.progress is not None:
+            self.progress(TrainProgress(phase="done", step=len(self.curve), steps=self.steps, loss=None,
+                                        tokens_per_s=tokens_per_s, eta_s=0.0, val_loss=result.val_loss))
+        if self.run_dir is not None:
+            ckpt.write_json(self.run_dir / (ckpt.ERROR if status == "failed" else ckpt.RESULT),
+                            result.to_dict())
+        return result
+

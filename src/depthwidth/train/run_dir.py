@@ -1,0 +1,86 @@
+"""What a run folder already holds, and whether this run may use it (see `checkpoint` for the files).
+
+Nothing stored is ever overwritten by a different run: a folder holding a run (run.json,
+checkpoint.pt or result.json) is only reused with resume=True and the same shape, config (fields
+that do not change the numbers aside) and dataset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from depthwidth import __version__
+from depthwidth.data.dataset import Dataset
+from depthwidth.shapes.shape import Shape
+from depthwidth.train import checkpoint as ckpt
+from depthwidth.train.config import NON_NUMERIC_FIELDS, TrainConfig
+from depthwidth.train.result import TrainResult
+
+
+def _differences(stored: dict[str, Any], given: dict[str, Any], *, ignore=()) -> list[str]:
+    keys = sorted((set(stored) | set(given)) - set(ignore))
+    return [f"{k}={stored.get(k)!r} there, {given.get(k)!r} here" for k in keys if stored.get(k) != given.get(k)]
+
+
+def _check_same(run_dir: Path, *, what: str, shape: Shape, config: TrainConfig, stored_shape: dict,
+                stored_config: dict) -> None:
+    diffs = _differences(stored_shape, shape.to_dict()) + _differences(
+        stored_config, config.to_dict(), ignore=NON_NUMERIC_FIELDS
+    )
+    if diffs:
+        raise ValueError(f"{run_dir} holds {what} of a different run ({'; '.join(diffs[:4])}); "
+                         "use the same settings or another folder")
+
+
+def stored_result(run_dir: Path, *, shape: Shape, config: TrainConfig, resume: bool) -> TrainResult | None:
+    """The finished result stored in `run_dir`, returned when resuming; None when there is none."""
+    path = run_dir / ckpt.RESULT
+    if not path.is_file():
+        return None
+    if not resume:
+        raise ValueError(f"{run_dir} already holds a finished run ({ckpt.RESULT}); "
+                         "resume it to read its result, or choose another folder")
+    data = ckpt.read_json(path)
+    _check_same(run_dir, what="the result", shape=shape, config=config, stored_shape=data.get("shape", {}),
+                stored_config=data.get("config", {}))
+    return TrainResult.from_dict(data)
+
+
+def check_resumable(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: Dataset, resume: bool,
+                    device: torch.device) -> dict | None:
+    """The checkpoint payload to resume from, or None to start from step 0."""
+    started = (run_dir / ckpt.CHECKPOINT).is_file() or (run_dir / ckpt.RUN).is_file()
+    if started and not resume:
+        raise ValueError(f"{run_dir} already holds a started run; resume it (--resume) or choose another folder")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"out_dir {run_dir} is a file, not a folder")
+    path = run_dir / ckpt.CHECKPOINT
+    if not resume or not path.is_file():
+        return None
+    payload = ckpt.load_checkpoint(path, device=device)
+    meta = payload["meta"]
+    _check_same(run_dir, what="a checkpoint", shape=shape, config=config, stored_shape=meta["shape"],
+                stored_config=meta["config"])
+    if meta["dataset_hash"] != dataset.dataset_hash:
+        raise ValueError(f"{run_dir} holds a checkpoint trained on different data "
+                         f"(dataset hash {meta['dataset_hash'][:12]}, now {dataset.dataset_hash[:12]})")
+    return payload
+
+
+def prepare_run_dir(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: Dataset) -> None:
+    """Create the folder and describe the run in run.json; a stale error.json is removed."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ckpt.write_json(run_dir / ckpt.RUN, {
+        "depthwidth": __version__,
+        "torch": torch.__version__,
+        "shape": shape.to_dict(),
+        "config": config.to_dict(),
+        "config_hash": config.config_hash(),
+        "dataset": dataset.to_dict(),
+    })
+    error = run_dir / ckpt.ERROR
+    if error.exists():
+        error.unlink()
