@@ -125,3 +125,16 @@ def test_capacity_bits():
 def test_bad_specs_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         ProbeSpec(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [("multihop", "must start"), ("probe:nope", "NAME one of"), ("probe:multihop:1,x", "comma-separated"),
+     ("probe:multihop:1:2:3", "NAME one of"), ("probe:parity@many", "positive integer"),
+     ("probe:multihop:0", "train_difficulties")],
+)
+def test_bad_probe_specs_say_what_is_expected(spec, words):
+    from depthwidth.data.probes import parse_probe_spec
+
+    with pytest.raises(ValueError, match=words):
+        parse_probe_spec(spec)

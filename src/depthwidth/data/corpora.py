@@ -6,6 +6,7 @@ Named corpora:
     python-docs   the prose of the Python reference topics (`pydoc_data.topics`, about 0.46 MB);
     python-code   the CPython standard library sources of the running interpreter, tests,
                   site-packages and generated files excluded (about 12 MB).
+    probe:NAME    a synthetic probe task (data/probes.py), e.g. `probe:multihop`, `probe:recall:2,4,8`.
 A mixture joins named corpora (or paths) with '+', e.g. `python-docs+python-code`; every part stays
 a named slice, so validation loss is reported per slice (prose versus code). Any other spec is a
 user text file or folder.
@@ -26,10 +27,12 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from depthwidth.data.probes import PROBE_PREFIX, parse_probe_spec, probe_text
+
 #: Documents of one slice are joined with this separator before tokenization.
 DOCUMENT_SEPARATOR = "\n\n"
 CORPUS_FORMAT = "depthwidth-corpus-v1"
-SLICE_KINDS = ("prose", "code", "text")
+SLICE_KINDS = ("prose", "code", "text", "probe")
 #: Folder and file names left out of the `python-code` corpus.
 _CODE_EXCLUDED_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "__pycache__", "pydoc_data"})
 
@@ -155,6 +158,12 @@ NAMED_CORPORA = {
 }
 
 
+def probe_slice(spec: str) -> CorpusSlice:
+    """A synthetic probe as a slice: its training examples, one per line (see data/probes.py)."""
+    probe = parse_probe_spec(spec)
+    return CorpusSlice(name=spec, kind="probe", documents=(Document(name=spec, text=probe_text(probe)),))
+
+
 # ---- user files ----------------------------------------------------------------------------------
 def _decode(path: Path, data: bytes) -> str:
     try:
@@ -217,6 +226,8 @@ def load_corpus(spec: str | os.PathLike) -> Corpus:
         for part in parts:
             if part in NAMED_CORPORA:
                 found.append(NAMED_CORPORA[part]())
+            elif part.startswith(PROBE_PREFIX):
+                found.append(probe_slice(part))
             elif part and os.path.exists(part):
                 s, sk = path_slice(Path(part), name=Path(part).name or part)
                 found.append(s)

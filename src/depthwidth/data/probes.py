@@ -176,3 +176,58 @@ def capacity_bits(*, n_facts: int, accuracy: float, value_space: int = 1000) -> 
     if accuracy <= chance:
         return 0.0
     return n_facts * (accuracy - chance) / (1 - chance) * math.log2(value_space)
+
+
+#: Default difficulties per probe: (train, test); test adds one unseen, harder level where it means something.
+DEFAULTS: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {
+    "multihop": ((1, 2, 3), (1, 2, 3, 4), 3000),
+    "recall": ((2, 4, 8), (2, 4, 8, 12), 3000),
+    "facts": ((256,), (256,), 6000),
+    "addition": ((2, 3), (2, 3, 4), 3000),
+    "parity": ((4, 8), (4, 8, 12), 3000),
+}
+PROBE_PREFIX = "probe:"
+
+
+def _int_list(text: str, *, field: str, spec: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"probe spec {spec!r}: {field} must be comma-separated integers, got {text!r}") from None
+    return values
+
+
+def parse_probe_spec(spec: str, *, seed: int = 0) -> ProbeSpec:
+    """`probe:NAME[:TRAIN[:TEST]][@N]`, e.g. `probe:multihop`, `probe:multihop:1,2,3:1,2,3,4@5000`.
+
+    TRAIN and TEST are difficulty lists (TEST defaults to TRAIN when TRAIN is given), N the number of
+    training examples per train difficulty. Unnamed parts take the per-probe DEFAULTS."""
+    if not spec.startswith(PROBE_PREFIX):
+        raise ValueError(f"probe spec {spec!r} must start with {PROBE_PREFIX!r}")
+    body, _, count = spec[len(PROBE_PREFIX):].partition("@")
+    parts = body.split(":")
+    name = parts[0]
+    if name not in PROBES or len(parts) > 3:
+        raise ValueError(f"probe spec {spec!r}: expected probe:NAME[:TRAIN[:TEST]][@N] with NAME one of "
+                         f"{', '.join(PROBES)}")
+    train_d, test_d, n_train = DEFAULTS[name]
+    if len(parts) >= 2 and parts[1]:
+        train_d = _int_list(parts[1], field="train difficulties", spec=spec)
+        test_d = train_d
+    if len(parts) == 3 and parts[2]:
+        test_d = _int_list(parts[2], field="test difficulties", spec=spec)
+    if count:
+        if not count.isdigit():
+            raise ValueError(f"probe spec {spec!r}: N after '@' must be a positive integer, got {count!r}")
+        n_train = int(count)
+    return ProbeSpec(name=name, train_difficulties=train_d, test_difficulties=test_d, n_train=n_train, seed=seed)
+
+
+def probe_text(spec: ProbeSpec) -> str:
+    """The training text of a probe: its train examples, one per line."""
+    train, _ = build_probe_set(spec)
+    return "".join(ex.text for ex in train)
+
+
+def probe_test_set(spec: ProbeSpec) -> list[ProbeExample]:
+    return build_probe_set(spec)[1]
