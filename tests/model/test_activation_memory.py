@@ -5,7 +5,9 @@ Every tensor autograd keeps during a training forward of our `Transformer` is co
 counted once; a storage costs its whole size), leaving out parameters, buffers and the bf16 copies
 autocast makes of the weights (those are model states, not activations). One block's share is
 the difference between a 2-block and a 1-block model; the whole 2-block model is also compared
-with `activation_bytes`. Run with -s to see the table.
+with `activation_bytes`. Predictions use device="cpu" (CPU dropout noise tensors, SDPA's math
+kernel when dropout > 0, composite RMSNorm). With torch 2.13 every row matches to the byte; the
+assertion allows 2%. Run with -s to see the table.
 """
 
 from __future__ import annotations
@@ -123,8 +125,8 @@ def test_activation_bytes_match_saved_tensors(name: str) -> None:
 
 
 def test_measurement_sees_the_score_matrix() -> None:
-    """Guard on the harness itself: eager attention saves a T x T softmax per head, fused does not,
-    and the measured difference is exactly n_heads * T * T * B * 4 bytes minus SDPA's extras."""
+    """Guard on the harness itself: eager attention saves a T x T softmax per head and fused
+    attention does not, so the measured totals differ by at least most of those bytes."""
     shape = Shape(**{**BASE, "n_layers": 2})
     eager = saved_bytes(shape, attn_impl="eager", mode="fp32", dropout=0.0)
     fused = saved_bytes(shape, attn_impl="sdpa", mode="fp32", dropout=0.0)
