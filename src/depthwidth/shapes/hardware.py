@@ -1,0 +1,271 @@
+"""`HARDWARE`: accelerators and a generic CPU as plain numbers, one source per row.
+
+Conventions of every row:
+- `peak_flops` are vendor *dense* peaks (no 2:4 sparsity), FLOP/s with 2 FLOPs per multiply-add,
+  on the matrix units for tf32/bf16/fp16/fp8/int8 (int8 in OP/s); `fp32` is the plain (non-tensor)
+  fp32 rate on NVIDIA parts and the fp32 matrix rate on MI300X. Tensor rates assume fp32
+  accumulation, which is what training and most inference kernels use.
+- `mem_bandwidth` is the datasheet DRAM/HBM bandwidth, bytes/s; `mem_capacity` bytes.
+- `link_bandwidth` is the intra-node bandwidth one device can send in one direction, bytes/s
+  (NVLink 4: 900 GB/s bidirectional = 450 GB/s each way; PCIe 4.0 x16: 32 GB/s each way).
+- Efficiency factors are what a large, well-shaped kernel reaches against the peak; they come from
+  public measurements (cited per row) and are replaced by measured values when a profile is used
+  (`depthwidth.bench.hw.profile_to_hardware`).
+- `op_overhead_s` is a fixed cost per operator: kernel launch plus framework dispatch in an eager
+  PyTorch loop (a few microseconds on GPUs). Without it a roofline claims that at batch 1
+  equal-parameter shapes decode equally fast whatever their depth, which measurement contradicts.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from depthwidth.shapes.activations import DTYPE_BYTES as _STORAGE_BYTES
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+#: bytes per element of each compute dtype: the storage sizes of `activations.DTYPE_BYTES`, plus tf32
+#: (a matmul mode on fp32 storage)
+DTYPE_BYTES = MappingProxyType({**_STORAGE_BYTES, "tf32": 4})
+KINDS = ("gpu", "cpu")
+
+GB = 1e9
+GiB = 2**30
+T = 1e12
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of `dtype`; ValueError naming the known dtypes otherwise."""
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype={dtype!r} is not known; expected one of {', '.join(DTYPES)}")
+    return DTYPE_BYTES[dtype]
+
+
+def _check_fraction(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ValueError(f"{name}={value!r} must be a number in (0, 1]")
+
+
+def _check_nonneg(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{name}={value!r} must be a number >= 0")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HardwareSpec:
+    """One device (GPU, or a CPU socket as the process sees it).
+
+    Fields:
+        name: short key used on the command line, e.g. "h100-sxm".
+        label: human name.
+        kind: "gpu" | "cpu".
+        peak_flops: dtype -> dense peak FLOP/s (only the dtypes the device supports).
+        mem_bandwidth: bytes/s of device memory.
+        mem_capacity: bytes of device memory.
+        link_bandwidth: bytes/s one device sends in one direction to its peers (0 = no link).
+        link_latency_s: fixed seconds per step of a ring collective.
+        flops_efficiency: achievable fraction of `peak_flops` for large matmuls.
+        bandwidth_efficiency: achievable fraction of `mem_bandwidth` for large copies.
+        link_efficiency: achievable fraction of `link_bandwidth` for large all-reduces.
+        train_mfu: default model-FLOPs utilisation of a training step (math only, no waiting).
+        op_overhead_s: fixed seconds per operator (launch and dispatch).
+        source: where the numbers come from.
+    """
+
+    name: str
+    label: str
+    kind: str
+    peak_flops: Mapping[str, float]
+    mem_bandwidth: float
+    mem_capacity: float
+    link_bandwidth: float
+    link_latency_s: float = 1e-6
+    flops_efficiency: float = 0.7
+    bandwidth_efficiency: float = 0.8
+    link_efficiency: float = 0.8
+    train_mfu: float = 0.4
+    op_overhead_s: float = 5e-6
+    source: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"name={self.name!r} must be a non-empty string")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r} is not allowed; expected one of {', '.join(KINDS)}")
+        if not isinstance(self.peak_flops, Mapping) or not self.peak_flops:
+            raise ValueError(f"peak_flops={self.peak_flops!r} must map at least one dtype to FLOP/s")
+        for dtype, value in self.peak_flops.items():
+            if dtype not in DTYPES:
+                raise ValueError(f"peak_flops has unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"peak_flops[{dtype!r}]={value!r} must be a positive number")
+        object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
+        for name in ("mem_bandwidth", "mem_capacity"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name}={value!r} must be a positive number")
+        for name in ("link_bandwidth", "link_latency_s", "op_overhead_s"):
+            _check_nonneg(name, getattr(self, name))
+        for name in ("flops_efficiency", "bandwidth_efficiency", "link_efficiency", "train_mfu"):
+            _check_fraction(name, getattr(self, name))
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise ValueError(f"source={self.source!r} must say where the numbers come from")
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for `dtype`; ValueError naming the supported dtypes otherwise."""
+        dtype_bytes(dtype)
+        if dtype not in self.peak_flops:
+            raise ValueError(
+                f"hardware {self.name!r} has no {dtype} rate; it supports {', '.join(self.peak_flops)}"
+            )
+        return float(self.peak_flops[dtype])
+
+    def achievable_flops(self, dtype: str) -> float:
+        return self.peak(dtype) * self.flops_efficiency
+
+    @property
+    def achievable_bandwidth(self) -> float:
+        return self.mem_bandwidth * self.bandwidth_efficiency
+
+    def ridge_point(self, dtype: str) -> float:
+        """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound (Williams et al. 2009)."""
+        return self.achievable_flops(dtype) / self.achievable_bandwidth
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "label": self.label,
+            "kind": self.kind,
+            "peak_flops": dict(self.peak_flops),
+            "mem_bandwidth": self.mem_bandwidth,
+            "mem_capacity": self.mem_capacity,
+            "link_bandwidth": self.link_bandwidth,
+            "link_latency_s": self.link_latency_s,
+            "flops_efficiency": self.flops_efficiency,
+            "bandwidth_efficiency": self.bandwidth_efficiency,
+            "link_efficiency": self.link_efficiency,
+            "train_mfu": self.train_mfu,
+            "op_overhead_s": self.op_overhead_s,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HardwareSpec:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown hardware field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise ValueError(f"incomplete hardware spec: {exc}") from None
+
+
+# Efficiencies measured publicly on Hopper: an 8192^3 bf16 matmul through PyTorch runs at 770-800
+# TFLOP/s on an H200 (0.8 of 989) and a device-to-device copy at about 4.3 TB/s (0.9 of 4.8).
+_HOPPER = dict(flops_efficiency=0.8, bandwidth_efficiency=0.9, link_efficiency=0.8, link_latency_s=1e-6)
+# Ampere: cuBLAS bf16 GEMMs reach ~250-280 of 312 TFLOP/s; HBM2e copies ~85-90% (NVIDIA A100 tuning guide).
+_AMPERE = dict(flops_efficiency=0.8, bandwidth_efficiency=0.85, link_efficiency=0.8, link_latency_s=1e-6)
+_PCIE = dict(link_latency_s=5e-6, link_efficiency=0.8)
+
+_ROWS = (
+    HardwareSpec(
+        name="h100-sxm", label="NVIDIA H100 SXM5 80GB", kind="gpu",
+        peak_flops={"fp32": 66.9 * T, "tf32": 494.7 * T, "bf16": 989.4 * T, "fp16": 989.4 * T,
+                    "fp8": 1978.9 * T, "int8": 1978.9 * T},
+        mem_bandwidth=3.35e12, mem_capacity=80 * GB, link_bandwidth=450 * GB, **_HOPPER,
+        source="NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense rates = half the sparse ones); "
+               "NVLink 4 900 GB/s bidirectional",
+    ),
+    HardwareSpec(
+        name="h200", label="NVIDIA H200 SXM 141GB", kind="gpu",
+        peak_flops={"fp32": 66.9 * T, "tf32": 494.7 * T, "bf16": 989.4 * T, "fp16": 989.4 * T,
+                    "fp8": 1978.9 * T, "int8": 1978.9 * T},
+        mem_bandwidth=4.8e12, mem_capacity=141 * GB, link_bandwidth=450 * GB, **_HOPPER,
+        source="NVIDIA H200 Tensor Core GPU datasheet (SXM; compute as H100 SXM, HBM3e 4.8 TB/s); "
+               "NVLink 4 900 GB/s bidirectional",
+    ),
+    HardwareSpec(
+        name="a100-40gb", label="NVIDIA A100 SXM4 40GB", kind="gpu",
+        peak_flops={"fp32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T, "fp16": 312 * T, "int8": 624 * T},
+        mem_bandwidth=1.555e12, mem_capacity=40 * GB, link_bandwidth=300 * GB, **_AMPERE,
+        source="NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB, HBM2 1555 GB/s); NVLink 3 600 GB/s bidirectional",
+    ),
+    HardwareSpec(
+        name="a100-80gb", label="NVIDIA A100 SXM4 80GB", kind="gpu",
+        peak_flops={"fp32": 19.5 * T, "tf32": 156 * T, "bf16": 312 * T, "fp16": 312 * T, "int8": 624 * T},
+        mem_bandwidth=2.039e12, mem_capacity=80 * GB, link_bandwidth=300 * GB, **_AMPERE,
+        source="NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB, HBM2e 2039 GB/s); NVLink 3 600 GB/s bidirectional",
+    ),
+    HardwareSpec(
+        name="l4", label="NVIDIA L4 24GB", kind="gpu",
+        peak_flops={"fp32": 30.3 * T, "tf32": 60 * T, "bf16": 121 * T, "fp16": 121 * T,
+                    "fp8": 242.5 * T, "int8": 242.5 * T},
+        mem_bandwidth=300 * GB, mem_capacity=24 * GB, link_bandwidth=32 * GB,
+        flops_efficiency=0.7, bandwidth_efficiency=0.85, train_mfu=0.35, **_PCIE,
+        source="NVIDIA L4 Tensor Core GPU datasheet (dense = half the starred sparse rates; GDDR6 300 GB/s); "
+               "PCIe 4.0 x16, no NVLink",
+    ),
+    HardwareSpec(
+        name="rtx-4090", label="NVIDIA GeForce RTX 4090 24GB", kind="gpu",
+        peak_flops={"fp32": 82.6 * T, "tf32": 82.6 * T, "bf16": 165.2 * T, "fp16": 165.2 * T,
+                    "fp8": 330.3 * T, "int8": 660.6 * T},
+        mem_bandwidth=1008 * GB, mem_capacity=24 * GB, link_bandwidth=32 * GB,
+        flops_efficiency=0.75, bandwidth_efficiency=0.85, train_mfu=0.35, **_PCIE,
+        source="NVIDIA Ada Lovelace architecture whitepaper, table of GeForce RTX 4090 (dense, fp32 "
+               "accumulate; GDDR6X 1008 GB/s); PCIe 4.0 x16, no NVLink",
+    ),
+    HardwareSpec(
+        name="mi300x", label="AMD Instinct MI300X 192GB", kind="gpu",
+        peak_flops={"fp32": 163.4 * T, "tf32": 653.7 * T, "bf16": 1307.4 * T, "fp16": 1307.4 * T,
+                    "fp8": 2614.9 * T, "int8": 2614.9 * T},
+        mem_bandwidth=5.3e12, mem_capacity=192 * GB, link_bandwidth=448 * GB,
+        flops_efficiency=0.6, bandwidth_efficiency=0.8, link_efficiency=0.7, train_mfu=0.35,
+        link_latency_s=2e-6, op_overhead_s=8e-6,
+        source="AMD Instinct MI300X data sheet (dense matrix rates; HBM3 5.3 TB/s); Infinity Fabric 7 peer "
+               "links x 64 GB/s each way; efficiencies from public GEMM benchmarks (~60% of peak bf16)",
+    ),
+    HardwareSpec(
+        name="cpu", label="Generic CPU (2 cores, AVX-512)", kind="cpu",
+        peak_flops={"fp32": 400 * GB, "bf16": 800 * GB},
+        mem_bandwidth=20 * GB, mem_capacity=16 * GiB, link_bandwidth=0.0, link_latency_s=0.0,
+        flops_efficiency=0.8, bandwidth_efficiency=0.7, link_efficiency=1.0, train_mfu=0.3, op_overhead_s=1e-5,
+        source="nominal: 2 cores x 64 fp32 FLOP/cycle (two 512-bit FMA units) x ~3 GHz, bf16 dot products 2x; "
+               "one DDR5 channel. Replace with `depthwidth hw measure` for the machine at hand",
+    ),
+)
+
+HARDWARE: Mapping[str, HardwareSpec] = MappingProxyType({h.name: h for h in _ROWS})
+assert len(HARDWARE) == len(_ROWS), "duplicate hardware name"
+
+#: other spellings people use on the command line
+ALIASES: Mapping[str, str] = MappingProxyType({
+    "h100": "h100-sxm", "h100-sxm5": "h100-sxm", "h200-sxm": "h200", "a100": "a100-80gb",
+    "a100-40": "a100-40gb", "a100-80": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090",
+    "mi300": "mi300x",
+})
+
+
+def hardware_names() -> tuple[str, ...]:
+    return tuple(HARDWARE)
+
+
+def get_hardware(name: str) -> HardwareSpec:
+    """The row called `name` (case, spaces and '_' versus '-' do not matter; aliases such as
+    'h100' and 'a100' work). Raises ValueError listing every known name otherwise."""
+    if isinstance(name, HardwareSpec):
+        return name
+    if not isinstance(name, str):
+        raise ValueError(f"hardware name must be a string, got {name!r}")
+    key = name.strip().lower().replace("_", "-").replace(" ", "-")
+    key = ALIASES.get(key, key)
+    if key in HARDWARE:
+        return HARDWARE[key]
+    close = difflib.get_close_matches(key, list(HARDWARE) + list(ALIASES), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    raise ValueError(f"unknown hardware {name!r}{hint} (known: {', '.join(HARDWARE)})")
+
+
+__all__ = ["DTYPES", "DTYPE_BYTES", "HARDWARE", "HardwareSpec", "dtype_bytes", "get_hardware", "hardware_names"]
