@@ -1,0 +1,1 @@
+"""Measurements of built models: hardware profile, inference latency and throughput."""

@@ -1,0 +1,343 @@
+"""Serving benchmark: time to first token, per-token decode latency, batched throughput, KV-cache
+bytes and int8 quantization, each latency next to its roofline prediction for this machine.
+
+Method (what a serving engineer measures, e.g. vLLM's benchmark_latency / MLPerf inference):
+- prefill: batch 1, a random prompt of each length into an empty KV cache; the time of that forward
+  pass is the time to first token (our model computes the logits of every prompt position, so the
+  prediction counts the LM head for all of them: `logits="all"`).
+- decode: batch 1, the cache filled to each context length once (untimed); each repetition rewinds
+  the cache to that length and times one single-token step, so every sample sees exactly `context`
+  cached tokens.
+- throughput: `batch` sequences, a prompt of `throughput_prompt_len`, then `new_tokens` greedy tokens
+  with the cache (prefill included); tokens/s = batch * new_tokens / seconds.
+- `warmup` untimed runs, then `repeat` timed ones: median, quartiles and min/max.
+Predictions come from `shapes.latency` (`predict_prefill`, `predict_decode`) with the hardware profile
+measured on this machine (`bench.hw`); a generation is predicted as one prefill plus its decode steps.
+"""
+
+from __future__ import annotations
+
+import copy
+import platform
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from depthwidth.bench.quantize import quantize_int8
+from depthwidth.bench.results import BenchResult, KVCacheCheck, LatencyPoint, ThroughputPoint
+from depthwidth.bench.target import LoadedTarget, load_target
+from depthwidth.bench.timing import time_call
+from depthwidth.model.cache import KVCache
+from depthwidth.model.generate import generate, new_cache
+from depthwidth.shapes.hardware import HardwareSpec
+from depthwidth.shapes.shape import Shape
+
+DTYPES = ("fp32", "bf16")
+QUANTIZE = (None, "int8")
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+#: Progress callback: (what is being measured, steps done, steps in all).
+Progress = Callable[[str, int, int], None]
+
+
+def _check_lengths(name: str, value: Any, *, allow_empty: bool = False) -> None:
+    if not isinstance(value, tuple) or (not value and not allow_empty):
+        raise ValueError(f"{name}={value!r} must be a non-empty tuple of positive integers")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name} contains {v!r}; every entry must be a positive integer")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{name}={value!r} has repeated entries")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchConfig:
+    """What to measure and how.
+
+    Fields:
+        prompt_lens: prompt lengths for time to first token (batch 1).
+        contexts: cached-token counts for per-token decode latency (batch 1).
+        batches: batch sizes for generation throughput (may be empty to skip it).
+        dtype: "fp32" | "bf16" weights and activations (never fp16 on CPU).
+        quantize: None | "int8": also measure an int8 dynamically quantized copy (fp32 activations).
+        repeat: timed repetitions per point (>= 1).
+        warmup: untimed runs before them (>= 0).
+        threads: torch intra-op threads during the run; None keeps the current setting.
+        new_tokens: tokens generated per sequence for throughput.
+        throughput_prompt_len: prompt length for throughput.
+        attn_impl: "sdpa" | "eager".
+        seed: seeds the random weights (shape targets) and the random prompts.
+        group_size: quantization group size the lint checks divisibility against.
+    """
+
+    prompt_lens: tuple[int, ...] = (16, 64, 256)
+    contexts: tuple[int, ...] = (16, 64, 256)
+    batches: tuple[int, ...] = (1, 4, 16, 64)
+    dtype: str = "fp32"
+    quantize: str | None = None
+    repeat: int = 5
+    warmup: int = 2
+    threads: int | None = None
+    new_tokens: int = 16
+    throughput_prompt_len: int = 16
+    attn_impl: str = "sdpa"
+    seed: int = 0
+    group_size: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_lens", "contexts", "batches"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        _check_lengths("prompt_lens", self.prompt_lens)
+        _check_lengths("contexts", self.contexts)
+        _check_lengths("batches", self.batches, allow_empty=True)
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype!r} is not allowed; expected one of {', '.join(DTYPES)} (no fp16 on CPU)")
+        if self.quantize not in QUANTIZE:
+            raise ValueError(f"quantize={self.quantize!r} is not allowed; expected None or 'int8'")
+        for name, low in (("repeat", 1), ("warmup", 0), ("new_tokens", 1), ("throughput_prompt_len", 1),
+                          ("group_size", 1), ("seed", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name}={value!r} must be an integer >= {low}")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise ValueError(f"threads={self.threads!r} must be a positive integer or None")
+        if self.attn_impl not in ("sdpa", "eager"):
+            raise ValueError(f"attn_impl={self.attn_impl!r} is not allowed; expected sdpa or eager")
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """Model variants measured side by side: the dtype, plus int8 when quantizing."""
+        return (self.dtype, "int8") if self.quantize == "int8" and self.dtype != "int8" else (self.dtype,)
+
+    def check_fits(self, shape: Shape) -> None:
+        """ValueError naming the field when a length does not fit the model's position table."""
+        limit = shape.max_seq_len
+        if max(self.prompt_lens) > limit:
+            raise ValueError(f"prompt_lens: {max(self.prompt_lens)} tokens exceed max_seq_len={limit} of the model")
+        if max(self.contexts) + 1 > limit:
+            raise ValueError(
+                f"contexts: a decode step after {max(self.contexts)} cached tokens needs "
+                f"{max(self.contexts) + 1} positions, more than max_seq_len={limit} of the model"
+            )
+        if self.batches and self.throughput_prompt_len + self.new_tokens > limit:
+            raise ValueError(
+                f"throughput_prompt_len + new_tokens = {self.throughput_prompt_len + self.new_tokens} "
+                f"exceeds max_seq_len={limit} of the model"
+            )
+        if not shape.causal or not shape.lm_head:
+            raise ValueError(f"serving needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for name in ("prompt_lens", "contexts", "batches"):
+            out[name] = list(out[name])
+        return out
+
+
+@contextmanager
+def _threads(n: int | None) -> Iterator[int]:
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+def _variant_model(loaded: LoadedTarget, variant: str) -> torch.nn.Module:
+    """The model to time for `variant`; `loaded.model` itself stays fp32 and unchanged."""
+    if variant == "int8":
+        return quantize_int8(loaded.model)
+    if variant == "fp32":
+        return loaded.model
+    return copy.deepcopy(loaded.model).to(TORCH_DTYPES[variant])
+
+
+def machine_hardware(*, threads: int) -> HardwareSpec:
+    """The `HardwareSpec` of this machine at `threads` threads: its stored profile when it matches,
+    else a fresh measurement, saved (`bench.hw.cached_profile`). GEMM rates of the `torch.mm` path,
+    the one `nn.Linear` takes on CPU (not the faster oneDNN path the model does not use)."""
+    from depthwidth.bench.hw import cached_profile, profile_to_hardware
+
+    return profile_to_hardware(cached_profile(threads=threads), gemm_path="torch.mm")
+
+
+def _prompt(shape: Shape, *, batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, shape.vocab_size, (batch, length), generator=gen)  # (B, T)
+
+
+def _kv_check(cache: KVCache, *, shape: Shape, variant: str, batch: int) -> KVCacheCheck:
+    from depthwidth.shapes.memory import kv_cache_bytes_per_token
+
+    cached = [t[:, :, : cache.length] for t in cache.keys + cache.values]  # each (B, Hk, tokens, Dh)
+    measured = sum(t.numel() * t.element_size() for t in cached)
+    dtype = {torch.float32: "fp32", torch.bfloat16: "bf16"}[cache.keys[0].dtype]
+    analytic = kv_cache_bytes_per_token(shape, dtype=dtype) * cache.length * batch
+    return KVCacheCheck(variant=variant, dtype=dtype, batch=batch, tokens=cache.length,
+                        measured_bytes=measured, analytic_bytes=analytic)
+
+
+class _Predictor:
+    """Roofline predictions for one shape on the measured hardware profile (memoised)."""
+
+    def __init__(self, shape: Shape, hardware: Any, *, attn_impl: str) -> None:
+        self.shape, self.hardware, self.attn_impl = shape, hardware, attn_impl
+        self._memo: dict[tuple, float] = {}
+
+    def _dtype(self, variant: str) -> str:
+        # int8 dynamic quantization keeps fp32 activations and KV cache; the roofline's int8 rate is
+        # used when the profile has one, otherwise fp32 (weights-only saving is then not predicted)
+        if variant == "int8" and "int8" not in self.hardware.peak_flops:
+            return "fp32"
+        return variant
+
+    def prefill(self, *, variant: str, batch: int, prompt_len: int) -> float:
+        from depthwidth.shapes.latency import predict_prefill
+
+        key = ("p", variant, batch, prompt_len)
+        if key not in self._memo:
+            self._memo[key] = predict_prefill(self.shape, hardware=self.hardware, batch=batch,
+                                              prompt_len=prompt_len, dtype=self._dtype(variant),
+                                              attn_impl=self.attn_impl, logits="all").total_s
+        return self._memo[key]
+
+    def decode(self, *, variant: str, batch: int, context: int) -> float:
+        from depthwidth.shapes.latency import predict_decode
+
+        key = ("d", variant, batch, context)
+        if key not in self._memo:
+            self._memo[key] = predict_decode(self.shape, hardware=self.hardware, batch=batch,
+                                             context=context, dtype=self._dtype(variant),
+                                             attn_impl=self.attn_impl).total_s
+        return self._memo[key]
+
+    def generation(self, *, variant: str, batch: int, prompt_len: int, new_tokens: int) -> float:
+        """One prefill (gives the first token) plus new_tokens - 1 decode steps."""
+        total = self.prefill(variant=variant, batch=batch, prompt_len=prompt_len)
+        for i in range(new_tokens - 1):
+            total += self.decode(variant=variant, batch=batch, context=prompt_len + i)
+        return total
+
+
+def bench(
+    target: Shape | str | Path,
+    config: BenchConfig,
+    *,
+    progress: Progress | None = None,
+    hardware: HardwareSpec | None = None,
+) -> BenchResult:
+    """Measure serving latency and throughput of `target` (a Shape with random weights, speed only,
+    or the path of a checkpoint written by our trainer) under `config`.
+
+    `hardware` is the `HardwareSpec` to predict with; by default the measured profile of this machine
+    (`machine_hardware`: measured once and cached when absent). The int8 variant is predicted with
+    the fp32 rate when the hardware has no int8 one (a measured CPU profile has none).
+    Raises ValueError (bad config, a length that does not fit the model, a file that is not our
+    checkpoint) or FileNotFoundError with a one-line reason.
+    """
+    if not isinstance(config, BenchConfig):
+        raise ValueError(f"config must be a BenchConfig, got {type(config).__name__}")
+    loaded = load_target(target, attn_impl=config.attn_impl, seed=config.seed)
+    shape = loaded.shape
+    config.check_fits(shape)
+    variants = config.variants
+    per_variant = len(config.prompt_lens) + len(config.contexts) + len(config.batches)
+    total_steps = per_variant * len(variants) + (1 if config.quantize else 0)
+    done = 0
+
+    def tick(label: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(label, done, total_steps)
+
+    latency: list[LatencyPoint] = []
+    throughput: list[ThroughputPoint] = []
+    kv: list[KVCacheCheck] = []
+    gen = torch.Generator().manual_seed(config.seed)
+    with _threads(config.threads) as threads, torch.inference_mode():
+        if hardware is None:
+            if progress is not None:
+                progress("hardware profile", 0, total_steps)
+            hardware = machine_hardware(threads=threads)
+        predictor = _Predictor(shape, hardware, attn_impl=config.attn_impl)
+        for variant in variants:
+            model = _variant_model(loaded, variant).eval()
+            for p in config.prompt_lens:
+                idx = _prompt(shape, batch=1, length=p, gen=gen)
+                cache = new_cache(model, batch_size=1, max_len=p)
+
+                def rewind(c: KVCache = cache) -> None:
+                    c.length = 0
+
+                timing = time_call(lambda: model(idx, cache=cache), repeat=config.repeat,
+                                   warmup=config.warmup, setup=rewind)
+                latency.append(LatencyPoint(variant=variant, kind="prefill", batch=1, tokens=p, timing=timing,
+                                            predicted_s=predictor.prefill(variant=variant, batch=1, prompt_len=p)))
+                tick(f"{variant} prefill {p}")
+            for c in config.contexts:
+                cache = new_cache(model, batch_size=1, max_len=c + 1)
+                model(_prompt(shape, batch=1, length=c, gen=gen), cache=cache)  # fill to the context
+                kv.append(_kv_check(cache, shape=shape, variant=variant, batch=1))
+                step = _prompt(shape, batch=1, length=1, gen=gen)
+
+                def back_to(c_: KVCache = cache, n: int = c) -> None:
+                    c_.length = n
+
+                timing = time_call(lambda: model(step, cache=cache), repeat=config.repeat,
+                                   warmup=config.warmup, setup=back_to)
+                latency.append(LatencyPoint(variant=variant, kind="decode", batch=1, tokens=c, timing=timing,
+                                            predicted_s=predictor.decode(variant=variant, batch=1, context=c)))
+                tick(f"{variant} decode @{c}")
+            for b in config.batches:
+                throughput.append(_throughput(model, shape=shape, config=config, variant=variant, batch=b,
+                                              gen=gen, predictor=predictor, kv=kv))
+                tick(f"{variant} throughput batch {b}")
+            del model
+        quant = None
+        if config.quantize == "int8":
+            from depthwidth.bench.quant_report import quantization_report
+
+            quant = quantization_report(loaded, config=config)
+            tick("int8 validation loss")
+    environment = {
+        "torch": torch.__version__,
+        "threads": threads,
+        "dtype": config.dtype,
+        "variants": list(variants),
+        "quantized_engine": torch.backends.quantized.engine,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    return BenchResult(
+        target=loaded.label, checkpoint=loaded.checkpoint, shape=shape.to_dict(), config=config.to_dict(),
+        environment=environment, hardware=hardware.to_dict(), latency=tuple(latency),
+        throughput=tuple(throughput), kv_cache=tuple(kv), quantization=quant,
+    )
+
+
+def _throughput(model, *, shape, config, variant, batch, gen, predictor, kv) -> ThroughputPoint:
+    p, n = config.throughput_prompt_len, config.new_tokens
+    idx = _prompt(shape, batch=batch, length=p, gen=gen)  # (B, p)
+    cache = new_cache(model, batch_size=batch, max_len=p + n - 1)
+
+    def rewind() -> None:
+        cache.length = 0
+
+    timing = time_call(lambda: generate(model, idx, max_new_tokens=n, cache=cache), repeat=config.repeat,
+                       warmup=config.warmup, setup=rewind)
+    kv.append(_kv_check(cache, shape=shape, variant=variant, batch=batch))
+    predicted = predictor.generation(variant=variant, batch=batch, prompt_len=p, new_tokens=n)
+    return ThroughputPoint(variant=variant, batch=batch, prompt_len=p, new_tokens=n, timing=timing,
+                           predicted_s=predicted)
+
+
+__all__ = ["BenchConfig", "Progress", "bench", "machine_hardware"]

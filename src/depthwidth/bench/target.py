@@ -1,0 +1,101 @@
+"""What a benchmark measures: a `Shape` with random weights (speed only) or a model from one of our
+training checkpoints (speed and, for quantization, validation loss)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from depthwidth.model.transformer import Transformer
+from depthwidth.shapes.shape import Shape
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoadedTarget:
+    """An fp32 model in eval mode and where it came from."""
+
+    model: nn.Module
+    shape: Shape
+    label: str  # shape label, or the checkpoint path
+    checkpoint: str | None  # path of the checkpoint file, None for random weights
+    meta: dict[str, Any] | None  # the checkpoint's bookkeeping (train config, data), None for random weights
+
+
+def load_target(target: Shape | str | Path, *, attn_impl: str = "sdpa", seed: int = 0) -> LoadedTarget:
+    """A Shape -> a model with seeded random weights; a path (checkpoint file or run folder) -> the
+    trained model. Raises FileNotFoundError / ValueError naming the file and what is wrong."""
+    if isinstance(target, Shape):
+        torch.manual_seed(seed)
+        model = Transformer(target, attn_impl=attn_impl).eval()
+        return LoadedTarget(model=model, shape=target, label=target.label(), checkpoint=None, meta=None)
+    if isinstance(target, (str, Path)):
+        return load_checkpoint_model(Path(target), attn_impl=attn_impl)
+    raise ValueError(f"target must be a Shape or a checkpoint path, got {type(target).__name__}")
+
+
+def checkpoint_file(path: Path) -> Path:
+    """The checkpoint file of `path` (itself, or checkpoint.pt inside a run folder)."""
+    from depthwidth.train.checkpoint import CHECKPOINT
+
+    if path.is_dir():
+        inner = path / CHECKPOINT
+        if not inner.is_file():
+            raise FileNotFoundError(f"checkpoint {path} is a folder without {CHECKPOINT}; give a run folder or a .pt file")
+        return inner
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    return path
+
+
+#: first bytes of what torch.save writes: a zip archive (default since torch 1.6) or a legacy pickle
+_TORCH_MAGIC = (b"PK\x03\x04", b"\x80\x02")
+
+
+def _check_file_kind(file: Path) -> None:
+    """A one-line error for a file that is not a torch.save file at all (text, JSON, empty, ...)."""
+    with open(file, "rb") as fh:
+        head = fh.read(4)
+    if not head.startswith(_TORCH_MAGIC):
+        shown = head.decode("ascii", "replace").encode("unicode_escape").decode() or "nothing"
+        raise ValueError(
+            f"checkpoint {file} is not a PyTorch checkpoint (it starts with {shown!r}); "
+            "expected a checkpoint.pt written by depthwidth train"
+        )
+
+
+def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarget:
+    """Rebuild the trained model of one of our checkpoints (read with weights_only=True)."""
+    from depthwidth.train.checkpoint import load_checkpoint
+
+    file = checkpoint_file(path)
+    _check_file_kind(file)
+    try:
+        payload = load_checkpoint(file, device=torch.device("cpu"))  # ValueError for foreign/corrupt files
+    except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:  # right format tag, wrong content
+        raise ValueError(f"checkpoint {file} is not a depthwidth checkpoint ({type(exc).__name__}: {exc})") from None
+    meta = payload.get("meta")
+    state = payload.get("model")
+    if not isinstance(meta, dict) or not isinstance(state, dict):
+        raise ValueError(f"checkpoint {file} is not a depthwidth checkpoint: no model state and meta")
+    shape_dict = meta.get("shape")
+    if shape_dict is None:
+        raise ValueError(f"checkpoint {file} does not record its shape (meta has {', '.join(sorted(meta)) or 'nothing'})")
+    try:
+        shape = Shape.from_dict(shape_dict)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint {file} has an invalid shape: {exc}") from None
+    model = Transformer(shape, attn_impl=attn_impl)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()
+        raise ValueError(f"checkpoint {file}: weights do not fit its shape {shape.label()} ({first[-1].strip() if first else exc})") from None
+    return LoadedTarget(model=model.float().eval(), shape=shape, label=str(file), checkpoint=str(file), meta=meta)
+
+
+__all__ = ["LoadedTarget", "checkpoint_file", "load_checkpoint_model", "load_target"]

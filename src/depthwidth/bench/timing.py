@@ -1,0 +1,77 @@
+"""Wall-clock timing with warm-up runs and robust statistics (median, quartiles, min, max).
+
+The median of several repetitions after discarding warm-up runs is the usual estimator for
+latency benchmarks (it is what `torch.utils.benchmark` and pytest-benchmark report first); the
+interquartile range (q1..q3) and min..max show the spread.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Timing:
+    """Seconds of `n` timed repetitions of one call."""
+
+    median: float
+    q1: float  # 25th percentile
+    q3: float  # 75th percentile
+    min: float
+    max: float
+    n: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise ValueError(f"n={self.n!r} must be a positive integer")
+        if not 0 <= self.min <= self.q1 <= self.median <= self.q3 <= self.max:
+            raise ValueError(
+                f"timing statistics must satisfy 0 <= min <= q1 <= median <= q3 <= max, got "
+                f"{self.min}, {self.q1}, {self.median}, {self.q3}, {self.max}"
+            )
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @classmethod
+    def from_samples(cls, samples: list[float]) -> Timing:
+        if not samples:
+            raise ValueError("samples is empty; need at least one timed repetition")
+        ordered = sorted(samples)
+        if len(ordered) == 1:
+            q1 = q3 = ordered[0]
+        else:  # inclusive method: quartiles lie inside [min, max]
+            q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+        return cls(
+            median=statistics.median(ordered), q1=q1, q3=q3, min=ordered[0], max=ordered[-1], n=len(ordered)
+        )
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"median": self.median, "q1": self.q1, "q3": self.q3, "min": self.min, "max": self.max, "n": self.n}
+
+
+def time_call(
+    fn: Callable[[], object],
+    *,
+    repeat: int,
+    warmup: int,
+    setup: Callable[[], object] | None = None,
+) -> Timing:
+    """Run `setup()` (untimed) then `fn()` (timed) `warmup + repeat` times; statistics of the last `repeat`."""
+    samples: list[float] = []
+    for i in range(warmup + repeat):
+        if setup is not None:
+            setup()
+        start = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - start
+        if i >= warmup:
+            samples.append(elapsed)
+    return Timing.from_samples(samples)
+
+
+__all__ = ["Timing", "time_call"]

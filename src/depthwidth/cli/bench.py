@@ -1,0 +1,98 @@
+"""`depthwidth bench`: serving latency, throughput, KV cache and int8 quantization of a shape (random
+weights, speed only) or a trained checkpoint, each latency next to its roofline prediction."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from depthwidth.cli import UsageError, print_json
+from depthwidth.cli.common import add_shape_args, one_line_errors, positive_int, shape_from_args
+
+HELP = "measure batch-1 prefill/decode latency, throughput, KV cache and int8 quantization"
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """argparse type: '16,64,256' -> (16, 64, 256), every entry a positive integer."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive integers")
+    return tuple(positive_int(t) for t in items)
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("bench", help=HELP, description=HELP + ".")
+    one_line_errors(p)
+    add_shape_args(p)
+    p.add_argument("--checkpoint", metavar="PATH", help="a checkpoint.pt (or run folder) written by depthwidth train")
+    g = p.add_argument_group("measurement")
+    g.add_argument("--prompt-lens", type=int_list, metavar="N,N", help="prefill prompt lengths (default 16,64,256)")
+    g.add_argument("--contexts", type=int_list, metavar="N,N", help="decode context lengths (default 16,64,256)")
+    g.add_argument("--batches", type=int_list, metavar="B,B", help="throughput batch sizes (default 1,4,16,64)")
+    g.add_argument("--no-throughput", action="store_true", help="skip the throughput measurement")
+    g.add_argument("--new-tokens", type=positive_int, metavar="N", help="tokens generated per sequence (default 16)")
+    g.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="weights and activations (default fp32)")
+    g.add_argument("--quantize", choices=("int8",), help="also measure int8 dynamic quantization of the Linear layers")
+    g.add_argument("--group-size", type=positive_int, default=128, help="group size the lint checks (default 128)")
+    g.add_argument("--repeat", type=positive_int, default=5, help="timed repetitions per point (default 5)")
+    g.add_argument("--warmup", type=int, default=2, help="untimed warm-up runs per point (default 2)")
+    g.add_argument("--threads", type=positive_int, help="torch threads (default: torch's current setting)")
+    g.add_argument("--attn-impl", choices=("sdpa", "eager"), default="sdpa", help="attention implementation")
+    g.add_argument("--seed", type=int, default=0, help="random weights and prompts")
+    p.add_argument("--json", action="store_true", help="print one JSON object (no progress bar)")
+    p.set_defaults(run=run)
+
+
+def _has_shape_flags(args: argparse.Namespace) -> bool:
+    names = ("preset", "hf", "shape", "layers", "width", "heads", "kv_heads", "head_dim", "d_ff", "ffn", "norm",
+             "bias", "pos", "max_seq_len", "vocab", "rope_theta", "kind", "tied", "parallel_residual",
+             "post_norm", "final_norm", "lm_head")
+    return any(getattr(args, n, None) is not None for n in names)
+
+
+def _config(args: argparse.Namespace):
+    from depthwidth.bench.serving import BenchConfig
+
+    if args.warmup < 0:
+        raise UsageError(f"--warmup {args.warmup} must be >= 0")
+    kw = {"dtype": args.dtype, "quantize": args.quantize, "repeat": args.repeat, "warmup": args.warmup,
+          "threads": args.threads, "attn_impl": args.attn_impl, "seed": args.seed, "group_size": args.group_size}
+    for name in ("prompt_lens", "contexts", "batches", "new_tokens"):
+        if getattr(args, name) is not None:
+            kw[name] = getattr(args, name)
+    if args.no_throughput:
+        kw["batches"] = ()
+    return BenchConfig(**kw)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.checkpoint and _has_shape_flags(args):
+        raise UsageError("--checkpoint already gives the shape; drop the shape flags")
+    target = args.checkpoint if args.checkpoint else shape_from_args(args)
+    from depthwidth.bench.serving import bench
+
+    config = _config(args)
+    if args.json:
+        result = bench(target, config)
+        print_json(result.to_dict())
+        return 0
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("bench", total=None)
+
+        def progress(label: str, done: int, total: int) -> None:
+            bar.update(task, description=label, completed=done, total=total)
+
+        result = bench(target, config, progress=progress)
+    from depthwidth.report.bench_table import bench_tables, summary_line
+
+    out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 140)  # files/pipes: no wrapping
+    data = result.to_dict()
+    out.print(summary_line(data))
+    for table in bench_tables(data):
+        out.print(table)
+    return 0
