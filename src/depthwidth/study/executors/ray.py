@@ -1,0 +1,128 @@
+"""The Ray executor (the `ray` extra, imported only here): each run is a Ray task.
+
+- `address` joins an existing cluster (`ray.init(address=...)`); without it a local cluster is started
+  for the study, with no dashboard and its temp folder `<study>/ray` (Unix socket paths are limited to
+  about 107 bytes and Ray puts `session_<date>_<pid>/sockets/plasma_store` under it, so a study folder
+  whose path is too long gets a short folder under the system temp dir instead; `describe()` says which).
+- Each task asks for `cpus_per_run` CPUs and `gpus_per_run` GPUs; Ray's own retries are off
+  (max_retries=0): a task that raises or whose worker dies comes back as a `failed` Outcome and the
+  study's driver decides whether to retry it. Workers return outcomes; only the driver writes the store.
+- Checkpoints go to the run's folder under the study folder: on a multi-node cluster that path must be
+  a shared filesystem for a retried run to resume (otherwise it restarts from step 0, same numbers).
+- Out of scope: runs that need more devices than one worker has (no multi-node / multi-GPU training).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from depthwidth.study.executors.base import JobFunction
+from depthwidth.study.jobs import Job, Outcome, execute, worker_name
+
+#: longest temp dir we hand to Ray: AF_UNIX paths are <= 107 bytes and Ray appends about 66
+MAX_TEMP_DIR_CHARS = 40
+LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("the ray executor needs the ray extra: pip install 'depthwidth[ray]' "
+                         "(or use --executor local)") from None
+    return ray
+
+
+def ray_temp_dir(study_dir: str | os.PathLike | None) -> tuple[str, str | None]:
+    """(temp dir for a local Ray cluster, a note when it is not inside the study folder)."""
+    if study_dir is not None:
+        wanted = os.path.abspath(os.path.join(study_dir, "ray"))
+        if len(wanted) <= MAX_TEMP_DIR_CHARS:
+            Path(wanted).mkdir(parents=True, exist_ok=True)
+            return wanted, None
+        short = tempfile.mkdtemp(prefix="dwray-")
+        return short, (f"study path is too long for Ray's Unix sockets ({len(wanted)} > {MAX_TEMP_DIR_CHARS} "
+                       f"characters); Ray's temp folder is {short}")
+    return tempfile.mkdtemp(prefix="dwray-"), None
+
+
+def _run_job(job_fn: JobFunction, job: Job) -> Outcome:
+    return job_fn(job)
+
+
+class RayExecutor:
+    name = "ray"
+
+    def __init__(self, *, address: str | None = None, study_dir: str | os.PathLike | None = None,
+                 cpus_per_run: float = 1, gpus_per_run: float = 0, job_fn: JobFunction = execute) -> None:
+        self.address = address
+        self.study_dir = study_dir
+        self.cpus_per_run = cpus_per_run
+        self.gpus_per_run = gpus_per_run
+        self._job_fn = job_fn
+        self._refs: dict = {}
+        self._owns_ray = False
+        self._remote = None
+        self.note: str | None = None
+        self.temp_dir: str | None = None
+        self.capacity = 1  # tasks in flight at once (set from the cluster's resources in start())
+
+    def start(self) -> None:
+        ray = import_ray()
+        if not ray.is_initialized():
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False, configure_logging=False)
+            else:
+                self.temp_dir, self.note = ray_temp_dir(self.study_dir)
+                ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, _temp_dir=self.temp_dir,
+                         object_store_memory=LOCAL_OBJECT_STORE_BYTES, log_to_driver=False,
+                         configure_logging=False)
+            self._owns_ray = True
+        resources = ray.cluster_resources()
+        for key, wanted in (("CPU", self.cpus_per_run), ("GPU", self.gpus_per_run)):
+            if wanted and resources.get(key, 0) < wanted:
+                self.close()
+                raise ValueError(f"each run asks for {wanted:g} {key}s but the Ray cluster has "
+                                 f"{resources.get(key, 0):g}; lower execution.{key.lower()}s_per_run")
+        fits = [resources.get(k, 0) / w for k, w in (("CPU", self.cpus_per_run), ("GPU", self.gpus_per_run)) if w]
+        self.capacity = max(1, int(min(fits))) if fits else 1
+        self._remote = ray.remote(max_retries=0)(_run_job).options(num_cpus=self.cpus_per_run,
+                                                                   num_gpus=self.gpus_per_run)
+
+    def submit(self, job: Job) -> None:
+        if self._remote is None:
+            raise RuntimeError("submit() before start()")
+        self._refs[self._remote.remote(self._job_fn, job)] = job
+
+    def pending(self) -> int:
+        return len(self._refs)
+
+    def wait(self) -> tuple[Job, Outcome]:
+        ray = import_ray()
+        if not self._refs:
+            raise RuntimeError("wait() with no submitted job")
+        ready, _ = ray.wait(list(self._refs), num_returns=1)
+        job = self._refs.pop(ready[0])
+        try:
+            return job, ray.get(ready[0])
+        except ray.exceptions.RayError as exc:  # the task raised, or its worker died or was killed
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            return job, Outcome(run_id=job.run_id, status="failed", result=None,
+                                error=f"Ray worker failed: {type(exc).__name__}: {first}",
+                                worker=f"ray via {worker_name()}")
+
+    def close(self) -> None:
+        if self._owns_ray:
+            import_ray().shutdown()
+            self._owns_ray = False
+        self._refs.clear()
+
+    def describe(self) -> str:
+        where = f"cluster at {self.address}" if self.address else f"local cluster (temp {self.temp_dir})"
+        text = f"ray, {where}, {self.cpus_per_run:g} CPU / {self.gpus_per_run:g} GPU per run"
+        return text + (f"; note: {self.note}" if self.note else "")
+
+
+__all__ = ["RayExecutor", "import_ray", "ray_temp_dir"]

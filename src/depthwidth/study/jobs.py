@@ -1,0 +1,155 @@
+"""One run, executed where a worker is: `execute(job) -> Outcome`. Both executors call it (the local one
+in the study's process, the Ray one inside a task); it never touches the store and never raises for a
+problem of the run itself - an exception becomes a `failed` outcome carrying its message, so the driver
+can retry it and record the error.
+
+A training run writes its checkpoints under `<study>/runs/<run id>/`; when a checkpoint is there the
+trainer resumes from it (`train(..., resume=True)`), so a study killed in the middle of a run continues
+that run instead of starting it again, with the same numbers on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+OUTCOME_STATUSES = ("completed", "diverged", "failed")
+RUNS_FOLDER = "runs"
+#: Progress callback of a running job: (phase, step, steps, loss, tokens_per_s, eta_s).
+JobProgress = Callable[..., None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Job:
+    """What a worker needs to run one stored run (plain values: it travels to Ray workers)."""
+
+    run_id: str
+    kind: str  # "train" | "bench"
+    config: dict = field(repr=False)  # the run's canonical config (see expand.train_config / bench_config)
+    run_dir: str  # folder for its checkpoints
+    threads: int | None = None  # CPU threads for torch; None keeps the process setting
+    checkpoint_every: int = 0  # training steps between checkpoints (0: only at the end)
+    label: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    run_id: str
+    status: str  # "completed" | "diverged" | "failed"
+    result: dict | None  # TrainResult / BenchResult as a dict, curve removed
+    curve: tuple[dict, ...] = ()  # merged training curve: step, tokens, train_loss, val_loss, lr, ...
+    error: str | None = None
+    wall_seconds: float = 0.0
+    worker: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in OUTCOME_STATUSES:
+            raise ValueError(f"status={self.status!r} is not allowed; expected one of {', '.join(OUTCOME_STATUSES)}")
+
+
+def run_dir(study_dir: str | os.PathLike, run_id: str) -> Path:
+    return Path(study_dir) / RUNS_FOLDER / run_id[:16]
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def execute(job: Job, *, progress: JobProgress | None = None) -> Outcome:
+    """Run one job to its outcome (never raises for the run's own errors)."""
+    start = time.perf_counter()
+    try:
+        if job.kind == "train":
+            status, result, curve, error = _train(job, progress=progress)
+        elif job.kind == "bench":
+            status, result, curve, error = _bench(job, progress=progress)
+        else:
+            raise ValueError(f"job kind {job.kind!r} is not train or bench")
+    except Exception as exc:  # the run failed; the driver records it and may retry
+        status, result, curve = "failed", None, ()
+        error = f"{type(exc).__name__}: {exc}"
+        tb = traceback.extract_tb(exc.__traceback__)
+        if tb:
+            error += f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})"
+    return Outcome(run_id=job.run_id, status=status, result=result, curve=tuple(curve), error=error,
+                   wall_seconds=time.perf_counter() - start, worker=worker_name())
+
+
+def train_config_of(config: dict, *, threads: int | None, checkpoint_every: int = 0, cache_dir: str | None = None):
+    """The trainer's `TrainConfig` for a stored run config."""
+    from depthwidth.train.config import TrainConfig
+
+    d, t = config["data"], config["train"]
+    return TrainConfig(
+        corpus=d["corpus"], tokenizer=d["tokenizer"], val_fraction=d["val_fraction"], seq_len=d["seq_len"],
+        batch_size=d["batch_size"], tokens=t["tokens"], lr=config["lr"], min_lr=config["lr"] * t["min_lr_ratio"],
+        warmup=t["warmup"], schedule=t["schedule"], beta1=t["beta1"], beta2=t["beta2"],
+        weight_decay=t["weight_decay"], grad_clip=t["grad_clip"], dtype=t["dtype"], dropout=t["dropout"],
+        eval_every=t["eval_every"], eval_windows=t["eval_windows"], seed=config["seed"], threads=threads,
+        checkpoint_every=checkpoint_every, cache_dir=cache_dir,
+    )
+
+
+def _train(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None, list[dict], str | None]:
+    from depthwidth.shapes.shape import Shape
+    from depthwidth.train import train
+
+    shape = Shape.from_dict(job.config["shape"])
+    config = train_config_of(job.config, threads=job.threads, checkpoint_every=job.checkpoint_every)
+    out = Path(job.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    callback = None
+    if progress is not None:
+        def callback(p: Any) -> None:
+            progress(phase=p.phase, step=p.step, steps=p.steps, loss=p.loss, tokens_per_s=p.tokens_per_s,
+                     eta_s=p.eta_s)
+    # resume=True: continue from the checkpoint in `out` when there is one, return its result when finished
+    result = train(shape, config, out_dir=out, resume=True, progress=callback).to_dict()
+    curve = merge_curve(result.pop("curve", []), result.get("evals", []), tokens_per_step=config.tokens_per_step)
+    return result["status"], result, curve, result.get("error")
+
+
+def merge_curve(curve: list[dict], evals: list[dict], *, tokens_per_step: int) -> list[dict]:
+    """One list of points, `step` = optimizer steps done and `tokens` = training tokens seen after it:
+    the trainer's per-step curve (its 0-based step i becomes i + 1, its `loss` becomes `train_loss`)
+    with each evaluation's validation loss put on the point of the step it followed."""
+    points: dict[int, dict] = {}
+    for p in curve:
+        point = {k: v for k, v in p.items() if k not in ("step", "loss")}
+        step = int(p["step"]) + 1
+        points[step] = {"step": step, "tokens": step * tokens_per_step, "train_loss": p.get("loss"), **point}
+    for e in evals:
+        step = int(e["step"])
+        point = points.setdefault(step, {"step": step, "tokens": step * tokens_per_step})
+        point.update({k: v for k, v in e.items() if k not in ("step", "tokens")})
+    return [points[s] for s in sorted(points)]
+
+
+def _bench(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None, list[dict], str | None]:
+    from depthwidth.bench.serving import BenchConfig, bench
+    from depthwidth.shapes.shape import Shape
+
+    shape = Shape.from_dict(job.config["shape"])
+    b = job.config["bench"]
+    config = BenchConfig(prompt_lens=tuple(b["prompt_lens"]), contexts=tuple(b["contexts"]),
+                         batches=tuple(b["batches"]), repeat=b["repeat"], dtype=b["dtype"], threads=job.threads)
+    hardware = None
+    if job.config.get("hardware", "measured") != "measured":
+        from depthwidth.shapes.hardware import get_hardware
+
+        hardware = get_hardware(job.config["hardware"])
+    callback = None
+    if progress is not None:
+        def callback(label: str, done: int, total: int) -> None:
+            progress(phase=label, step=done, steps=total, loss=None, tokens_per_s=None, eta_s=None)
+    result = bench(shape, config, progress=callback, hardware=hardware)
+    return "completed", result.to_dict(), [], None
+
+
+__all__ = ["Job", "Outcome", "execute", "merge_curve", "run_dir", "train_config_of", "worker_name"]

@@ -1,0 +1,236 @@
+"""Run a study: validate and expand the spec (before anything is written), sync the store, skip what is
+finished, run the rest on an executor, and write every outcome - from this driver process only.
+
+Resume is the same call again: runs whose stored status is completed or diverged are never repeated;
+pending, running (interrupted) and failed runs are run again, and a training run continues from its
+checkpoint. A run whose attempt fails (an exception, a killed Ray worker) is retried until
+`execution.max_attempts` attempts in this invocation (default 2: retried once), then stored as failed
+with its error; the study goes on.
+
+One driver per study folder: `StudyLock` (an flock on `<study>/study.lock`) refuses a second one, and
+tells readers whether `running` rows are live or left by a killed driver.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from depthwidth.study.executors.base import JobFunction, make_executor
+from depthwidth.study.expand import Expansion, Run, expand
+from depthwidth.study.jobs import Job, Outcome, execute, run_dir
+from depthwidth.study.spec import StudySpec, load_spec
+from depthwidth.study.store import FINISHED, Store
+
+LOCK_FILE = "study.lock"
+DEFAULT_STUDIES_DIR = "studies"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StudyEvent:
+    """What a display sees while a study runs.
+
+    kind: "start" (total, todo, note = executor), "run_start" (run_id, label, attempt), "run_progress"
+    (run_id, progress: phase/step/steps/loss/tokens_per_s/eta_s), "run_end" (run_id, label, status, error,
+    seconds), "retry" (run_id, label, error, attempt), "done" (counts).
+    """
+
+    kind: str
+    total: int = 0
+    done: int = 0
+    todo: int = 0
+    run_id: str = ""
+    label: str = ""
+    status: str = ""
+    error: str | None = None
+    attempt: int = 0
+    seconds: float = 0.0
+    progress: dict | None = None
+    note: str = ""
+
+
+EventCallback = Callable[[StudyEvent], None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunReport:
+    """What one `run_study` call did."""
+
+    study_dir: str
+    name: str
+    total: int  # runs the spec asks for
+    skipped: int  # already finished before this call
+    new: int  # runs the store did not know
+    completed: int
+    diverged: int
+    failed: int
+    retries: int
+    executor: str
+
+    def to_dict(self) -> dict:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+class StudyLock:
+    """Exclusive lock on a study folder for the life of one driver (POSIX flock; a no-op elsewhere)."""
+
+    def __init__(self, study_dir: str | os.PathLike) -> None:
+        self.path = Path(study_dir) / LOCK_FILE
+        self._fd: int | None = None
+
+    def __enter__(self) -> StudyLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise ValueError(f"{self.path.parent} is being run by another process (pid {other or '?'}); "
+                             "wait for it or stop it first") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the flock
+            self._fd = None
+
+
+def is_running(study_dir: str | os.PathLike) -> bool:
+    """Whether a driver holds the study's lock right now."""
+    import fcntl
+
+    path = Path(study_dir) / LOCK_FILE
+    if not path.is_file():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def default_study_dir(spec: StudySpec) -> Path:
+    return Path(DEFAULT_STUDIES_DIR) / spec.name
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def prepare(spec: StudySpec | str | os.PathLike) -> Expansion:
+    """Load (when a path), validate and expand a spec; nothing is written."""
+    if not isinstance(spec, StudySpec):
+        spec = load_spec(spec)
+    return expand(spec)
+
+
+def run_study(
+    spec: StudySpec | str | os.PathLike,
+    *,
+    study_dir: str | os.PathLike | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    on_event: EventCallback | None = None,
+    job_fn: JobFunction = execute,
+) -> RunReport:
+    """Run (or resume) the study of `spec` in `study_dir` (default studies/<name>) and return what was
+    done. Every spec error is raised before the folder is touched."""
+    expansion = prepare(spec)
+    spec = expansion.spec
+    folder = Path(study_dir) if study_dir is not None else default_study_dir(spec)
+    emit = on_event or (lambda event: None)
+    ex_spec = spec.execution
+    if executor == "ray":
+        threads = ex_spec.threads or max(1, int(ex_spec.cpus_per_run))
+    else:
+        threads = ex_spec.threads or available_cores()
+    with StudyLock(folder), Store.create(folder, name=spec.name, spec=spec.to_dict(), spec_text=spec.text,
+                                         source=spec.source) as store:
+        new = store.sync_runs(r.to_row() for r in expansion.runs)
+        stored = {r.run_id: r for r in store.runs()}
+        todo = [r for r in _ordered(expansion.runs) if not stored[r.run_id].finished]
+        skipped = len(expansion.runs) - len(todo)
+        current: dict[str, Run] = {r.run_id: r for r in todo}
+
+        def progress(**values) -> None:
+            emit(StudyEvent(kind="run_progress", run_id=running[0] if running else "", progress=values))
+
+        running: list[str] = []
+        runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=ex_spec.cpus_per_run,
+                               gpus_per_run=ex_spec.gpus_per_run, job_fn=job_fn, progress=progress)
+        counts: Counter[str] = Counter()
+        attempts: Counter[str] = Counter()
+        queue = list(todo)
+        runner.start()
+        try:
+            emit(StudyEvent(kind="start", total=len(expansion.runs), done=skipped, todo=len(todo),
+                            note=runner.describe()))
+
+            def submit(run: Run) -> None:
+                attempts[run.run_id] += 1
+                store.mark_running(run.run_id, worker=runner.name)
+                running.append(run.run_id)
+                runner.submit(Job(run_id=run.run_id, kind=run.kind, config=run.config,
+                                  run_dir=str(run_dir(folder, run.run_id)), threads=threads,
+                                  checkpoint_every=spec.train.checkpoint_every, label=run.label()))
+                emit(StudyEvent(kind="run_start", run_id=run.run_id, label=run.label(),
+                                attempt=attempts[run.run_id]))
+
+            while queue or runner.pending():
+                while queue and runner.pending() < runner.capacity:
+                    submit(queue.pop(0))
+                job, outcome = runner.wait()
+                running.remove(job.run_id)
+                run = current[job.run_id]
+                if _record(store, outcome, attempts=attempts[job.run_id], max_attempts=ex_spec.max_attempts):
+                    counts[outcome.status] += 1
+                    emit(StudyEvent(kind="run_end", total=len(expansion.runs), done=skipped + sum(counts.values()),
+                                    run_id=job.run_id, label=run.label(), status=outcome.status,
+                                    error=outcome.error, seconds=outcome.wall_seconds))
+                else:
+                    counts["retries"] += 1
+                    emit(StudyEvent(kind="retry", run_id=job.run_id, label=run.label(), error=outcome.error,
+                                    attempt=attempts[job.run_id]))
+                    queue.insert(0, run)
+        finally:
+            runner.close()
+        report = RunReport(study_dir=str(folder), name=spec.name, total=len(expansion.runs), skipped=skipped,
+                           new=new, completed=counts["completed"], diverged=counts["diverged"],
+                           failed=counts["failed"], retries=counts["retries"], executor=runner.describe())
+        emit(StudyEvent(kind="done", total=report.total, done=skipped + report.completed + report.diverged))
+        return report
+
+
+def _record(store: Store, outcome: Outcome, *, attempts: int, max_attempts: int) -> bool:
+    """Write an outcome; True when the run is settled (finished, or failed for good)."""
+    if outcome.status in FINISHED:
+        store.record_finished(outcome.run_id, status=outcome.status, result=outcome.result or {},
+                              curve=list(outcome.curve), wall_seconds=outcome.wall_seconds, worker=outcome.worker)
+        return True
+    final = attempts >= max_attempts
+    store.record_error(outcome.run_id, error=outcome.error or "failed without a message", final=final)
+    return final
+
+
+def _ordered(runs: tuple[Run, ...]) -> list[Run]:
+    """Training runs first (in spec order), then the benchmarks (short, and best on a quiet machine)."""
+    return [r for r in runs if r.kind == "train"] + [r for r in runs if r.kind == "bench"]
+
+
+__all__ = ["RunReport", "StudyEvent", "StudyLock", "available_cores", "default_study_dir", "is_running", "prepare",
+           "run_study"]

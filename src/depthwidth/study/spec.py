@@ -1,0 +1,324 @@
+"""A study spec: one TOML file that says which shapes to train, on what, for how long, with which
+learning-rate trials and seeds, and what to measure. `load_spec(path)` validates every key before
+anything runs (see `depthwidth.study.schema` for the error format); `examples/*.toml` are commented
+examples, and `examples/demo.toml` is the built-in demo study.
+
+Sections (every key is optional unless marked):
+    name, description, hardware, seeds       top-level keys; `name` is required
+    [model]        architecture conventions shared by every shape (ffn, norm, pos, bias, ...)
+    [[budget]]     parameter or compute targets, each expanded into a family by the planner
+    [[shape]]      explicit shapes (n_layers, d_model, n_heads required)
+    [data]         corpus, tokenizer, val_fraction, seq_len, batch_size
+    [train]        exactly one of tokens / tokens_per_param / steps, plus optimiser settings
+    [eval]         every (steps), windows (validation windows per slice)
+    [lr]           `grid = [...]` (the same values for every shape) or a grid centred per width:
+                   `centre`, `reference_width`, `exponent`, `factors` -> lr = centre * factor *
+                   (reference_width / d_model) ** exponent (muP-style 1/width scaling with exponent 1,
+                   Yang et al. 2022, "Tensor Programs V", Table 3, hidden-weight Adam LR)
+    [bench]        batch-1 prefill / decode latency and throughput of each shape (random weights)
+    [execution]    threads, cpus_per_run, gpus_per_run, max_attempts - how to run, never what
+Every shape of a study gets the same number of learning-rate trials, the same seeds and the same token
+budget per budget group; those are what makes the comparison fair (see `depthwidth.study.fairness`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from depthwidth.study.schema import (
+    SpecError,
+    array,
+    boolean,
+    build,
+    check_value,
+    checked,
+    choice,
+    integer,
+    number,
+    optional,
+    text,
+)
+
+#: Shape fields a spec may set once for all its shapes in [model].
+MODEL_KEYS = ("ffn", "norm", "bias", "pos", "max_seq_len", "rope_theta", "parallel_residual", "norm_position",
+              "final_norm", "tie_embeddings", "norm_eps")
+SCHEDULES = ("cosine", "linear", "constant")
+DTYPES = ("fp32", "bf16")
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSpec:
+    ffn: str = checked(choice(("gelu", "relu", "swiglu")), "gelu", doc="MLP kind")
+    norm: str = checked(choice(("layernorm", "rmsnorm")), "layernorm")
+    bias: str = checked(choice(("none", "all", "qkv")), "none")
+    pos: str = checked(choice(("learned", "rope", "none")), "learned")
+    max_seq_len: int | None = checked(optional(integer(1)), None, doc="default: data.seq_len")
+    rope_theta: float = checked(number(0.0), 10000.0)
+    parallel_residual: bool = checked(boolean, False)
+    norm_position: str = checked(choice(("pre", "post")), "pre")
+    final_norm: bool = checked(boolean, True)
+    tie_embeddings: bool = checked(boolean, True)
+    norm_eps: float = checked(number(0.0), 1e-5)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BudgetSpec:
+    """One target, expanded into a family of shapes by `depthwidth.shapes.families.plan_family`."""
+
+    params: int | None = checked(optional(integer(1)), None, doc="parameter target")
+    non_embedding: bool = checked(boolean, True, doc="params (and N in tokens_per_param) are non-embedding")
+    flops: float | None = checked(optional(number(0.0)), None, doc="training-compute target (FLOPs)")
+    tokens: int | None = checked(optional(integer(1)), None, doc="with flops: training tokens")
+    tokens_per_param: float | None = checked(optional(number(0.0)), None, doc="with flops: D = r * N")
+    count: int = checked(integer(1, 16), 5, doc="family members")
+    depths: tuple[int, ...] | None = checked(optional(array(integer(1), unique=True)), None)
+    widths: tuple[int, ...] | None = checked(optional(array(integer(1), unique=True)), None)
+    align: int = checked(integer(1), 8, doc="widths are multiples of lcm(align, head_dim)")
+    head_dim: int = checked(integer(1), 8)
+    tolerance: float = checked(number(0.0, maximum=0.99), 0.05)
+    min_layers: int = checked(integer(1), 2)
+    aspect_min: float = checked(number(0.0), 4.0, doc="lowest d_model / n_layers")
+    aspect_max: float = checked(number(0.0), 512.0, doc="highest d_model / n_layers")
+    label: str | None = checked(optional(text(NAME_PATTERN, what="a short label")), None)
+
+    def __post_init__(self) -> None:
+        if (self.params is None) == (self.flops is None):
+            raise ValueError("give exactly one of params or flops")
+        if self.flops is None and (self.tokens is not None or self.tokens_per_param is not None):
+            raise ValueError("tokens / tokens_per_param belong to a flops budget; a params budget takes its "
+                             "tokens from [train]")
+        if self.flops is not None and (self.tokens is None) == (self.tokens_per_param is None):
+            raise ValueError("a flops budget needs exactly one of tokens or tokens_per_param")
+        if self.depths is not None and self.widths is not None:
+            raise ValueError("give depths or widths, not both")
+        if not self.aspect_min < self.aspect_max:
+            raise ValueError(f"aspect_min={self.aspect_min:g} must be below aspect_max={self.aspect_max:g}")
+
+    def default_label(self) -> str:
+        from depthwidth.shapes.families import human
+
+        if self.params is not None:
+            return f"{'N' if self.non_embedding else 'P'}{human(self.params)}"
+        return f"C{self.flops:.3g}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ShapeSpec:
+    n_layers: int = checked(integer(1), doc="depth")
+    d_model: int = checked(integer(1), doc="width")
+    n_heads: int = checked(integer(1), doc="query heads")
+    n_kv_heads: int | None = checked(optional(integer(1)), None)
+    head_dim: int | None = checked(optional(integer(1)), None)
+    d_ff: int | None = checked(optional(integer(1)), None)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DataSpec:
+    corpus: str = checked(text(), "shakespeare", doc="shakespeare | python-docs | python-code | a+b | a path")
+    tokenizer: str = checked(text(r"byte|char|bpe:\d+", what="byte, char or bpe:N"), "byte")
+    val_fraction: float = checked(number(0.0, maximum=0.5), 0.1)
+    seq_len: int = checked(integer(2), 128)
+    batch_size: int = checked(integer(1), 16)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainSpec:
+    tokens: int | None = checked(optional(integer(1)), None, doc="training tokens per run")
+    tokens_per_param: float | None = checked(optional(number(0.0)), None, doc="tokens = r * budget params")
+    steps: int | None = checked(optional(integer(1)), None)
+    warmup: int = checked(integer(0), 0, doc="warmup steps")
+    schedule: str = checked(choice(SCHEDULES), "cosine")
+    min_lr_ratio: float = checked(number(0.0, inclusive=True, maximum=1.0), 0.1, doc="min_lr = ratio * lr")
+    beta1: float = checked(number(0.0, inclusive=True, maximum=0.999999), 0.9)
+    beta2: float = checked(number(0.0, inclusive=True, maximum=0.999999), 0.95)
+    weight_decay: float = checked(number(0.0, inclusive=True), 0.1)
+    grad_clip: float = checked(number(0.0, inclusive=True), 1.0, doc="0 disables clipping")
+    dtype: str = checked(choice(DTYPES), "fp32")
+    dropout: float = checked(number(0.0, inclusive=True, maximum=0.9), 0.0)
+    checkpoint_every: int = checked(integer(1), 200, doc="steps between checkpoints (resume points)")
+
+    def __post_init__(self) -> None:
+        given = [k for k in ("tokens", "tokens_per_param", "steps") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one training budget: tokens, tokens_per_param or steps"
+                             + (f" (got {', '.join(given)})" if given else ""))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EvalSpec:
+    every: int = checked(integer(1), 100, doc="steps between validation evaluations")
+    windows: int = checked(integer(1), 32, doc="validation windows per slice")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LRSpec:
+    grid: tuple[float, ...] | None = checked(optional(array(number(0.0), unique=True)), None)
+    centre: float | None = checked(optional(number(0.0)), None, doc="LR at reference_width")
+    reference_width: int | None = checked(optional(integer(1)), None)
+    exponent: float = checked(number(0.0, inclusive=True), 1.0, doc="lr ~ width**-exponent")
+    factors: tuple[float, ...] = checked(array(number(0.0), unique=True), (0.5, 1.0, 2.0))
+
+    def __post_init__(self) -> None:
+        if (self.grid is None) == (self.centre is None):
+            raise ValueError("give either grid = [...] or centre (with reference_width and factors)")
+        if self.centre is not None and self.reference_width is None:
+            raise ValueError("a centred grid needs reference_width")
+
+    @property
+    def trials(self) -> int:
+        return len(self.grid) if self.grid is not None else len(self.factors)
+
+    def values(self, d_model: int) -> tuple[float, ...]:
+        """The learning rates tried for a shape of width d_model, ascending."""
+        if self.grid is not None:
+            return tuple(sorted(self.grid))
+        scale = self.centre * (self.reference_width / d_model) ** self.exponent
+        return tuple(sorted(float(f"{scale * f:.6g}") for f in self.factors))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchSpec:
+    enabled: bool = checked(boolean, True)
+    prompt_lens: tuple[int, ...] = checked(array(integer(1), unique=True), (64,))
+    contexts: tuple[int, ...] = checked(array(integer(1), unique=True), (128,))
+    batches: tuple[int, ...] = checked(array(integer(1), unique=True), (1,))
+    repeat: int = checked(integer(1), 5)
+    dtype: str = checked(choice(DTYPES), "fp32")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionSpec:
+    threads: int | None = checked(optional(integer(1)), None, doc="default: the cores (local), cpus_per_run (ray)")
+    cpus_per_run: int = checked(integer(1), 1, doc="Ray resources per run")
+    gpus_per_run: float = checked(number(0.0, inclusive=True), 0.0)
+    max_attempts: int = checked(integer(1, 10), 2, doc="a failed run is retried until this many attempts")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StudySpec:
+    name: str
+    description: str
+    hardware: str
+    seeds: tuple[int, ...]
+    model: ModelSpec
+    budgets: tuple[BudgetSpec, ...]
+    shapes: tuple[ShapeSpec, ...]
+    data: DataSpec
+    train: TrainSpec
+    eval: EvalSpec
+    lr: LRSpec
+    bench: BenchSpec
+    execution: ExecutionSpec
+    source: str = "<spec>"  # file the spec came from (not part of any run's identity)
+    text: str = ""  # its TOML text, stored with the study
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("source", "text"):
+                continue
+            if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+                value = [dataclasses.asdict(v) for v in value]
+            elif dataclasses.is_dataclass(value):
+                value = dataclasses.asdict(value)
+            out[f.name] = value
+        return out
+
+
+_SECTIONS = {"model": ModelSpec, "data": DataSpec, "train": TrainSpec, "eval": EvalSpec, "lr": LRSpec,
+             "bench": BenchSpec, "execution": ExecutionSpec}
+_TOP = ("name", "description", "hardware", "seeds", "budget", "shape", *_SECTIONS)
+
+
+def parse_spec(toml_text: str, *, source: str = "<spec>") -> StudySpec:
+    """Validate a spec given as TOML text; errors are `SpecError` naming source, line and key path."""
+    try:
+        raw = tomllib.loads(toml_text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"not valid TOML: {exc}", source=source) from None
+    try:
+        return _parse(raw, source=source, toml_text=toml_text)
+    except SpecError as exc:
+        raise exc.located(source=source, text=toml_text) from None
+
+
+def load_spec(path: str | os.PathLike) -> StudySpec:
+    """Read and validate a spec file (FileNotFoundError when missing)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"study spec {p} does not exist" if not p.exists() else f"{p} is not a file")
+    try:
+        toml_text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text (byte {exc.start})", source=str(p)) from None
+    return parse_spec(toml_text, source=str(p))
+
+
+def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
+    unknown = [k for k in raw if k not in _TOP]
+    if unknown:
+        raise SpecError(f"unknown key {unknown[0]!r}; expected one of {', '.join(_TOP)}", key=unknown[0])
+    top = {}
+    for key, check, default in (
+        ("name", text(NAME_PATTERN, what="a name of letters, digits, '-', '_' or '.'"), None),
+        ("description", text(what="a string"), ""),
+        ("hardware", text(what="'measured' or a hardware name"), "measured"),
+        ("seeds", array(integer(0), unique=True), (0,)),
+    ):
+        if key not in raw:
+            if default is None:
+                raise SpecError("missing required key (a name for the study)", key=key)
+            top[key] = default
+            continue
+        top[key] = check_value(check, raw[key], key=key)
+    if top["hardware"] != "measured":
+        from depthwidth.shapes.hardware import get_hardware
+
+        try:
+            get_hardware(top["hardware"])
+        except ValueError as exc:
+            raise SpecError(f"{exc}, or 'measured' (this machine's profile)", key="hardware") from None
+    sections = {name: build(cls, raw.get(name, {}), key=name) for name, cls in _SECTIONS.items()}
+    budgets = tuple(build(BudgetSpec, t, key=f"budget[{i}]") for i, t in enumerate(_tables(raw, "budget")))
+    shapes = tuple(build(ShapeSpec, t, key=f"shape[{i}]") for i, t in enumerate(_tables(raw, "shape")))
+    if not budgets and not shapes:
+        raise SpecError("a study needs at least one [[budget]] or [[shape]] table", key="budget")
+    train, data = sections["train"], sections["data"]
+    if train.tokens_per_param is not None and shapes:
+        raise SpecError("tokens_per_param needs a [[budget]] target for every shape; explicit [[shape]] "
+                        "tables need train.tokens or train.steps", key="train.tokens_per_param")
+    if train.tokens is not None and train.tokens < data.seq_len * data.batch_size:
+        raise SpecError(f"{train.tokens} tokens is less than one batch (batch_size * seq_len = "
+                        f"{data.batch_size * data.seq_len})", key="train.tokens")
+    model = sections["model"]
+    max_len = model.max_seq_len or data.seq_len
+    if data.seq_len > max_len:
+        raise SpecError(f"data.seq_len={data.seq_len} exceeds the position table ({max_len})",
+                        key="model.max_seq_len")
+    bench = sections["bench"]
+    if bench.enabled:
+        for key, values in (("prompt_lens", bench.prompt_lens), ("contexts", bench.contexts)):
+            if max(values) > max_len:
+                raise SpecError(f"{max(values)} exceeds the models' max_seq_len={max_len} "
+                                "(set model.max_seq_len)", key=f"bench.{key}")
+    return StudySpec(name=top["name"], description=top["description"], hardware=top["hardware"],
+                     seeds=tuple(sorted(top["seeds"])), budgets=budgets, shapes=shapes, source=source,
+                     text=toml_text, **sections)
+
+
+def _tables(raw: dict, key: str) -> list:
+    value = raw.get(key, [])
+    if not isinstance(value, list):
+        raise SpecError(f"expected an array of tables ([[{key}]]), got a single value or table", key=key)
+    return value
+
+
+__all__ = ["BenchSpec", "BudgetSpec", "DataSpec", "EvalSpec", "ExecutionSpec", "LRSpec", "ModelSpec",
+           "ShapeSpec", "StudySpec", "TrainSpec", "SpecError", "load_spec", "parse_spec"]

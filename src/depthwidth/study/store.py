@@ -1,0 +1,390 @@
+"""The study store: one SQLite database (WAL journal) in the study folder, `study.sqlite`.
+
+Tables (schema version `SCHEMA_VERSION`, kept in `meta`):
+    meta     key/value: schema_version, name, created_at, spec (JSON), spec_text, spec_source
+    runs     one row per run: run_id (sha256 of its canonical config), kind ('train' | 'bench'), group,
+             shape label, lr, seed, lr_trials, config (JSON; hashing it gives run_id again), in_spec
+             (1 when the current spec still asks for it), status, attempts, error, timings, worker
+    curves   the training curve of a finished train run: step, tokens, train/val loss, lr, grad norm,
+             tokens/s (one row per recorded point; `extra` holds any other keys as JSON)
+    results  a finished run's result: headline numbers as columns plus the whole result as JSON
+    attempts every attempt that ended in an error: run_id, attempt, time, message
+
+Status: pending -> running -> completed | diverged | failed. A run's finished status, its curve and its
+result are written in one transaction, so a crash leaves a run either finished with everything or not
+finished at all; `running` rows of a study nobody is running (see `runner.StudyLock`) read as interrupted.
+
+Read API (what reports use): `Store.open(dir)`, `.spec()`, `.runs()`, `.run(id)`, `.curves(id)`,
+`.results()`, `.result(id)`, `.attempt_errors(id)`; records are frozen dataclasses with `to_dict()`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+STORE_FILE = "study.sqlite"
+STATUSES = ("pending", "running", "completed", "diverged", "failed")
+FINISHED = ("completed", "diverged")  # outcomes a resumed study never repeats
+CURVE_KEYS = ("step", "tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
+RESULT_KEYS = ("val_loss", "tokens_per_s", "mfu", "peak_memory_bytes", "params", "tokens", "batch_stream_hash",
+               "corpus_hash")
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('train', 'bench')),
+    grp TEXT NOT NULL,
+    shape_label TEXT NOT NULL,
+    lr REAL,
+    seed INTEGER,
+    lr_trials INTEGER,
+    config TEXT NOT NULL,
+    in_spec INTEGER NOT NULL DEFAULT 1,
+    status TEXT NOT NULL CHECK (status IN ({", ".join(repr(s) for s in STATUSES)})),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    wall_seconds REAL,
+    train_seconds REAL,
+    eval_seconds REAL,
+    worker TEXT
+);
+CREATE TABLE IF NOT EXISTS curves (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    idx INTEGER NOT NULL,
+    {", ".join(f"{k} REAL" for k in CURVE_KEYS)},
+    extra TEXT,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE IF NOT EXISTS results (
+    run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
+    val_loss REAL, tokens_per_s REAL, mfu REAL, peak_memory_bytes INTEGER, params INTEGER, tokens INTEGER,
+    batch_stream_hash TEXT, corpus_hash TEXT,
+    result TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    attempt INTEGER NOT NULL,
+    at REAL NOT NULL,
+    message TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    run_id: str
+    kind: str  # "train" | "bench"
+    group: str  # budget group the run belongs to (its family)
+    shape_label: str
+    lr: float | None
+    seed: int | None
+    lr_trials: int | None  # LR trials its shape gets under the spec that created it
+    config: dict  # the canonical run config; run_id == config_hash(config)
+    in_spec: bool
+    status: str
+    attempts: int
+    error: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    wall_seconds: float | None
+    train_seconds: float | None
+    eval_seconds: float | None
+    worker: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CurvePoint:
+    step: int
+    tokens: int | None
+    train_loss: float | None
+    val_loss: float | None
+    lr: float | None
+    grad_norm: float | None
+    tokens_per_s: float | None
+    extra: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResultRecord:
+    run_id: str
+    kind: str
+    val_loss: float | None
+    tokens_per_s: float | None
+    mfu: float | None
+    peak_memory_bytes: int | None
+    params: int | None
+    tokens: int | None
+    batch_stream_hash: str | None
+    corpus_hash: str | None
+    data: dict  # the whole TrainResult / BenchResult as a dict (curve left out: see curves())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Store:
+    """A study's SQLite store. Use `Store.open(dir)` to read, `Store.create(dir, ...)` to start one."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self.dir = path.parent
+        self._conn = conn
+
+    # ---- opening ---------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, study_dir: str | os.PathLike) -> Store:
+        """Open an existing study (FileNotFoundError when the folder holds none; ValueError when its
+        schema version is not this one)."""
+        path = Path(study_dir) / STORE_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{study_dir} holds no study ({STORE_FILE} not found)")
+        store = cls(path, _connect(path))
+        version = store._meta("schema_version")
+        if version != str(SCHEMA_VERSION):
+            store.close()
+            raise ValueError(f"{path}: schema version {version}, this depthwidth reads version {SCHEMA_VERSION}")
+        return store
+
+    @classmethod
+    def create(cls, study_dir: str | os.PathLike, *, name: str, spec: dict, spec_text: str, source: str) -> Store:
+        """Open the study in `study_dir`, creating it (and the folder) if needed, and record the spec.
+        A folder that already holds a different study (another name) is refused."""
+        folder = Path(study_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / STORE_FILE
+        existed = path.is_file()
+        store = cls.open(folder) if existed else cls(path, _connect(path))
+        if not existed:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                store._conn.execute(statement)
+        if existed and store._meta("name") != name:
+            other = store._meta("name")
+            store.close()
+            raise ValueError(f"{folder} holds the study {other!r}, not {name!r}; choose another --dir")
+        with store._tx() as c:
+            values = {"spec": json.dumps(spec, sort_keys=True), "spec_text": spec_text, "spec_source": source,
+                      "updated_at": repr(time.time())}
+            if not existed:
+                values |= {"schema_version": str(SCHEMA_VERSION), "name": name, "created_at": repr(time.time())}
+            c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", values.items())
+        return store
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- reading ---------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._meta("name") or ""
+
+    def spec(self) -> dict:
+        """The spec (as validated, a dict) most recently run in this folder."""
+        return json.loads(self._meta("spec") or "{}")
+
+    def spec_text(self) -> str:
+        return self._meta("spec_text") or ""
+
+    def runs(self, *, kind: str | None = None, status: str | None = None, in_spec: bool | None = True,
+             group: str | None = None) -> list[RunRecord]:
+        """Runs in creation order; by default only those the current spec asks for."""
+        where, args = [], []
+        for column, value in (("kind", kind), ("status", status), ("grp", group)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if in_spec is not None:
+            where.append("in_spec = ?")
+            args.append(int(in_spec))
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
+        return [_run_record(row) for row in self._conn.execute(sql, args)]
+
+    def run(self, run_id: str) -> RunRecord:
+        """One run by id or unique id prefix (ValueError when unknown or ambiguous)."""
+        rows = self._conn.execute("SELECT * FROM runs WHERE run_id LIKE ? ORDER BY rowid",
+                                  (run_id.replace("%", "") + "%",)).fetchall()
+        if len(rows) != 1:
+            raise ValueError(f"run {run_id!r} " + ("is not in this study" if not rows else
+                                                   f"is ambiguous ({len(rows)} runs start with it)"))
+        return _run_record(rows[0])
+
+    def curves(self, run_id: str) -> list[CurvePoint]:
+        rows = self._conn.execute("SELECT * FROM curves WHERE run_id = ? ORDER BY idx", (run_id,))
+        return [CurvePoint(**{k: row[k] for k in CURVE_KEYS} | {"extra": json.loads(row["extra"] or "{}")},
+                           ) for row in rows]
+
+    def results(self, *, kind: str | None = None, in_spec: bool | None = True) -> list[ResultRecord]:
+        """Results of finished runs (completed or diverged), in run creation order."""
+        sql = ("SELECT results.*, runs.kind AS kind FROM results JOIN runs USING (run_id) WHERE 1=1"
+               + (" AND runs.kind = ?" if kind else "") + (" AND runs.in_spec = ?" if in_spec is not None else "")
+               + " ORDER BY runs.rowid")
+        args = [a for a in (kind, None if in_spec is None else int(in_spec)) if a is not None]
+        return [_result_record(row) for row in self._conn.execute(sql, args)]
+
+    def result(self, run_id: str) -> ResultRecord | None:
+        row = self._conn.execute("SELECT results.*, runs.kind AS kind FROM results JOIN runs USING (run_id) "
+                                 "WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else _result_record(row)
+
+    def attempt_errors(self, run_id: str) -> list[tuple[int, float, str]]:
+        rows = self._conn.execute("SELECT attempt, at, message FROM attempts WHERE run_id = ? ORDER BY rowid",
+                                  (run_id,))
+        return [tuple(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Runs of the current spec by status (every status present, zero when none)."""
+        out = dict.fromkeys(STATUSES, 0)
+        for status, n in self._conn.execute("SELECT status, COUNT(*) FROM runs WHERE in_spec = 1 GROUP BY status"):
+            out[status] = n
+        return out
+
+    # ---- writing (the driver only) ---------------------------------------------------------------
+    def sync_runs(self, runs: Iterable[dict]) -> int:
+        """Make the stored run list match the spec: insert new runs as pending, keep every stored one
+        (finished work is never deleted), flag which the current spec asks for. Each dict has run_id,
+        kind, group, shape_label, lr, seed, lr_trials, config. Returns the number of new runs."""
+        runs = list(runs)
+        now = time.time()
+        with self._tx() as c:
+            before = c.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+            c.execute("UPDATE runs SET in_spec = 0")
+            for r in runs:
+                c.execute(
+                    "INSERT OR IGNORE INTO runs(run_id, kind, grp, shape_label, lr, seed, lr_trials, config, "
+                    "status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+                    (r["run_id"], r["kind"], r["group"], r["shape_label"], r["lr"], r["seed"], r["lr_trials"],
+                     json.dumps(r["config"], sort_keys=True), now),
+                )
+                c.execute("UPDATE runs SET in_spec = 1, grp = ?, lr_trials = ? WHERE run_id = ?",
+                          (r["group"], r["lr_trials"], r["run_id"]))
+            after = c.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        return after - before
+
+    def mark_running(self, run_id: str, *, worker: str | None = None) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE runs SET status = 'running', attempts = attempts + 1, started_at = ?, worker = ?, "
+                      "error = NULL WHERE run_id = ? AND status NOT IN ('completed', 'diverged')",
+                      (time.time(), worker, run_id))
+
+    def record_finished(self, run_id: str, *, status: str, result: dict, curve: list[dict],
+                        wall_seconds: float | None, worker: str | None = None) -> None:
+        """Store a finished run: its status, result and curve in one transaction."""
+        if status not in FINISHED:
+            raise ValueError(f"status={status!r}: a finished run is one of {', '.join(FINISHED)}")
+        heads = [result.get(k) for k in RESULT_KEYS]
+        with self._tx() as c:
+            c.execute("DELETE FROM curves WHERE run_id = ?", (run_id,))
+            c.execute("DELETE FROM results WHERE run_id = ?", (run_id,))
+            c.executemany(
+                f"INSERT INTO curves(run_id, idx, {', '.join(CURVE_KEYS)}, extra) VALUES "
+                f"(?, ?, {', '.join('?' for _ in CURVE_KEYS)}, ?)",
+                [(run_id, i, *[p.get(k) for k in CURVE_KEYS],
+                  json.dumps({k: v for k, v in p.items() if k not in CURVE_KEYS}, sort_keys=True) or None)
+                 for i, p in enumerate(curve)],
+            )
+            c.execute(f"INSERT INTO results(run_id, {', '.join(RESULT_KEYS)}, result) VALUES "
+                      f"(?, {', '.join('?' for _ in RESULT_KEYS)}, ?)",
+                      (run_id, *heads, json.dumps(result, sort_keys=True, default=_jsonable)))
+            c.execute("UPDATE runs SET status = ?, error = NULL, finished_at = ?, wall_seconds = ?, train_seconds = ?, "
+                      "eval_seconds = ?, worker = COALESCE(?, worker) WHERE run_id = ?",
+                      (status, time.time(), wall_seconds, result.get("train_seconds"), result.get("eval_seconds"),
+                       worker, run_id))
+
+    def record_error(self, run_id: str, *, error: str, final: bool) -> None:
+        """An attempt failed: log it; the run goes back to pending (to be retried) or, when `final`,
+        becomes failed with the error."""
+        with self._tx() as c:
+            attempt = c.execute("SELECT attempts FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+            c.execute("INSERT INTO attempts(run_id, attempt, at, message) VALUES (?, ?, ?, ?)",
+                      (run_id, attempt, time.time(), error))
+            c.execute("UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?",
+                      ("failed" if final else "pending", error, time.time() if final else None, run_id))
+
+    # ---- internals -------------------------------------------------------------------------------
+    def _meta(self, key: str) -> str | None:
+        try:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        return None if row is None else row[0]
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE ... COMMIT; ROLLBACK on any error)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except sqlite3.DatabaseError as exc:
+        raise ValueError(f"{path}: not a readable study store ({exc})") from None
+    return conn
+
+
+def _run_record(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"], kind=row["kind"], group=row["grp"], shape_label=row["shape_label"], lr=row["lr"],
+        seed=row["seed"], lr_trials=row["lr_trials"], config=json.loads(row["config"]), in_spec=bool(row["in_spec"]),
+        status=row["status"], attempts=row["attempts"], error=row["error"], created_at=row["created_at"],
+        started_at=row["started_at"], finished_at=row["finished_at"], wall_seconds=row["wall_seconds"],
+        train_seconds=row["train_seconds"], eval_seconds=row["eval_seconds"], worker=row["worker"],
+    )
+
+
+def _result_record(row: sqlite3.Row) -> ResultRecord:
+    return ResultRecord(run_id=row["run_id"], kind=row["kind"], **{k: row[k] for k in RESULT_KEYS},
+                        data=json.loads(row["result"]))
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if hasattr(value, "item"):  # numpy / torch scalars
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    raise TypeError(f"cannot store a {type(value).__name__} in a result")
+
+
+__all__ = ["CURVE_KEYS", "FINISHED", "STATUSES", "SCHEMA_VERSION", "STORE_FILE", "CurvePoint", "ResultRecord",
+           "RunRecord", "Store"]
