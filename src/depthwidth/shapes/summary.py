@@ -1,0 +1,148 @@
+"""`summarize`: everything the analytic core says about one shape in one typed result.
+
+Parameters (`count_params`), FLOPs (`flops`) and memory (`memory`) are computed by their own
+modules; this module only gathers them under fixed settings, so every command that reports a
+shape (`calc`, `plan`, `compare`) emits the same JSON keys:
+
+    shape.<every Shape field>          params.total / non_embedding / embedding / per_layer / ...
+    derived.label / aspect_ratio ...   flops.forward_per_token / train_per_token / ...
+    settings.seq_len / micro_batch ... memory.kv_cache_bytes_per_token / activation_bytes_per_layer / ...
+
+`shape` holds exactly the Shape fields, so `Shape.from_dict(summary["shape"])` rebuilds the shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from depthwidth.shapes.activations import ATTN_IMPLS, DEVICES, FLOAT_DTYPES
+from depthwidth.shapes.flops import ATTENTION_KINDS, RECOMPUTE_KINDS, FlopBreakdown, flops
+from depthwidth.shapes.memory import KV_DTYPES, OPTIMIZER_STATES, TRAIN_PRECISIONS, ZERO_STAGES, MemoryBreakdown, memory
+from depthwidth.shapes.params import ParamBreakdown, count_params
+from depthwidth.shapes.shape import Shape
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SummarySettings:
+    """The workload a summary is computed for. Each option is passed on unchanged to `flops`
+    (attention, recompute) or `memory` (the rest); see their docstrings for the conventions.
+    The KV cache is sized for micro_batch sequences of seq_len tokens.
+
+    Defaults describe a usual GPU training run: bf16 mixed precision with fp32 master weights,
+    AdamW, fused (flash/SDPA) attention, no dropout, no parallelism, PyTorch's CUDA kernels.
+    """
+
+    seq_len: int
+    micro_batch: int = 1
+    attention: str = "causal"
+    recompute: str = "none"
+    train_precision: str = "bf16-mixed"
+    param_dtype: str = "fp32"
+    optimizer: str = "adamw"
+    zero_stage: int = 0
+    dp: int = 1
+    tp: int = 1
+    sp: bool = False
+    attn_impl: str = "fused"
+    dropout: bool = False
+    device: str = "cuda"
+    kv_dtype: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for name in ("seq_len", "micro_batch", "dp", "tp"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        for name, allowed in (
+            ("attention", ATTENTION_KINDS),
+            ("recompute", RECOMPUTE_KINDS),
+            ("train_precision", TRAIN_PRECISIONS),
+            ("param_dtype", FLOAT_DTYPES),
+            ("optimizer", tuple(OPTIMIZER_STATES)),
+            ("zero_stage", ZERO_STAGES),
+            ("attn_impl", ATTN_IMPLS),
+            ("device", DEVICES),
+            ("kv_dtype", KV_DTYPES),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in allowed:
+                raise ValueError(f"{name}={value!r} is not allowed; expected one of {', '.join(map(str, allowed))}")
+        for name in ("sp", "dropout"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be true or false")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Summary:
+    shape: Shape
+    settings: SummarySettings
+    params: ParamBreakdown
+    flops: FlopBreakdown
+    memory: MemoryBreakdown
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.shape
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "shape": s.to_dict(),
+            "derived": {
+                "label": s.label(),
+                "aspect_ratio": s.aspect_ratio,
+                "q_dim": s.q_dim,
+                "kv_dim": s.kv_dim,
+                "causal": s.causal,
+            },
+            "settings": self.settings.to_dict(),
+            "params": self.params.to_dict(),
+            "flops": self.flops.to_dict(),
+            "memory": self.memory.to_dict(),
+        }
+
+
+def summarize(shape: Shape, *, settings: SummarySettings | None = None, **options: Any) -> Summary:
+    """Parameters, FLOPs and memory of `shape` under `settings` (or the same options as keywords;
+    seq_len defaults to shape.max_seq_len and attention to "causal" for a decoder, "full" for an
+    encoder)."""
+    if settings is None:
+        options.setdefault("seq_len", shape.max_seq_len)
+        options.setdefault("attention", "causal" if shape.causal else "full")
+        settings = SummarySettings(**options)
+    elif options:
+        raise ValueError(f"give either settings or keyword options, not both ({', '.join(options)})")
+    st = settings
+    if st.seq_len > shape.max_seq_len:
+        raise ValueError(f"seq_len={st.seq_len} exceeds max_seq_len={shape.max_seq_len} of the shape")
+    return Summary(
+        shape=shape,
+        settings=st,
+        params=count_params(shape),
+        flops=flops(shape, seq_len=st.seq_len, attention=st.attention, recompute=st.recompute),
+        memory=memory(
+            shape,
+            seq_len=st.seq_len,
+            micro_batch=st.micro_batch,
+            param_dtype=st.param_dtype,
+            train_precision=st.train_precision,
+            optimizer=st.optimizer,
+            zero_stage=st.zero_stage,
+            dp=st.dp,
+            tp=st.tp,
+            sp=st.sp,
+            recompute=st.recompute,
+            attn_impl=st.attn_impl,
+            dropout=st.dropout,
+            device=st.device,
+            kv_dtype=st.kv_dtype,
+            kv_batch=st.micro_batch,
+            kv_context=st.seq_len,
+        ),
+    )
+
+
+__all__ = ["SCHEMA_VERSION", "Summary", "SummarySettings", "summarize"]
