@@ -126,6 +126,7 @@ def _write(tmp_path, name, text):
         (lambda t: ["--preset", "gpt2-small", "--hf", "x.json"], "--preset and --hf"),
         (lambda t: ["--tied", "--untied", "--preset", "gpt2-small"], "not allowed with argument"),
         (lambda t: [], "no shape given"),
+        (lambda t: ["--preset", "gpt2-small", "--bogus"], "unrecognized arguments: --bogus"),
         (lambda t: ["--hf", _write(t, "bad.json", '{"model_type": "llama",, }')], "bad.json: invalid JSON at line 1"),
         (lambda t: ["--hf", _write(t, "cut.json", json.dumps(LLAMA3_8B_CONFIG)[:90])], "cut.json: invalid JSON"),
         (lambda t: ["--hf", _write(t, "bert.json", '{"model_type": "bert"}')], "model_type 'bert' is not supported"),

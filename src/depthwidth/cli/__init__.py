@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 
 from depthwidth import __version__
@@ -42,7 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # one line, like every other usage error (argparse would also print the usage)
+        where = f"depthwidth {args.command}" if getattr(args, "command", None) else "depthwidth"
+        print(f"{where}: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
+        return 2
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
@@ -54,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"depthwidth {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`depthwidth calc --json | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def print_json(obj) -> None:
