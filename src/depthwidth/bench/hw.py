@@ -1,0 +1,390 @@
+"""Measure the machine at hand: GEMM peak per dtype, memory-copy bandwidth and the fixed cost per op.
+
+`measure_profile()` returns a `HardwareProfile`; `save_profile`/`load_profile` keep it as JSON (by
+default at `default_profile_path()`); `profile_to_hardware()` turns it into the pure
+`depthwidth.shapes.hardware.HardwareSpec` that the roofline (`shapes/latency.py`) and the planner use,
+and the trainer divides by its peak for MFU.
+
+What is timed (the best of several repeats after warm-ups, as STREAM reports its best time: other
+processes on the machine can only slow a repeat down; torch is imported inside the functions so
+that reading a profile never imports it):
+- GEMM: an n x n x n product, 2 n^3 FLOPs. On CPU fp32 two paths are timed, `torch.mm` (MKL on most
+  builds) and oneDNN (`torch._C._nn.mkldnn_linear` on mkldnn tensors), because on some CPUs the
+  second is about twice as fast; the best path is the achievable peak and both are reported. On CUDA
+  `torch.mm` (cuBLAS) with CUDA events; tf32 is fp32 with TF32 matmuls allowed.
+- copy: `dst.copy_(src)` of a buffer larger than the caches; bandwidth counts bytes read + written,
+  the convention of the roofline's byte counts.
+- op overhead: seconds per call of tiny ops (add, mm, linear, layer_norm, gelu, softmax on 8x8
+  tensors) in a loop: dispatch (and kernel launch on GPU) with no real work; the median over ops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec
+
+SCHEMA = 1
+CPU_DTYPES = ("fp32", "bf16")
+CUDA_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GemmResult:
+    """One timed GEMM path: `flops_per_s` = 2 n^3 / best seconds."""
+
+    dtype: str
+    path: str  # "torch.mm" | "mkldnn_linear"
+    n: int
+    seconds: float
+    flops_per_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "path": self.path, "n": self.n, "seconds": self.seconds,
+                "flops_per_s": self.flops_per_s}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HardwareProfile:
+    """What `measure_profile` found on one machine.
+
+    Fields:
+        device: "cpu" | "cuda"; device_name: CPU model or GPU name; threads: torch threads used.
+        gemm: every timed GEMM path; peak_flops: dtype -> best FLOP/s over its paths.
+        copy_bandwidth: bytes/s (read + written); op_overhead_s: fixed seconds per op;
+        op_overheads: seconds per call of each tiny op timed.
+        mem_capacity: bytes of device memory; torch_version, created (UTC ISO time), quick.
+    """
+
+    device: str
+    device_name: str
+    threads: int
+    gemm: tuple[GemmResult, ...]
+    peak_flops: Mapping[str, float]
+    copy_bandwidth: float
+    op_overhead_s: float
+    op_overheads: Mapping[str, float]
+    mem_capacity: float
+    torch_version: str
+    created: str
+    quick: bool = False
+    schema: int = SCHEMA
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device={self.device!r} is not allowed; expected cpu or cuda")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise ValueError(f"threads={self.threads!r} must be a positive integer")
+        if not self.peak_flops:
+            raise ValueError("peak_flops is empty; a profile needs at least one measured dtype")
+        for dtype, value in self.peak_flops.items():
+            if dtype not in DTYPES or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"peak_flops[{dtype!r}]={value!r}: expected a dtype in {DTYPES} and FLOP/s > 0")
+        for name in ("copy_bandwidth", "mem_capacity"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name}={value!r} must be a positive number")
+        if isinstance(self.op_overhead_s, bool) or not isinstance(self.op_overhead_s, (int, float)) \
+                or not self.op_overhead_s >= 0:
+            raise ValueError(f"op_overhead_s={self.op_overhead_s!r} must be a number >= 0")
+        if self.schema != SCHEMA:
+            raise ValueError(f"schema={self.schema!r}: this version reads hardware profiles of schema {SCHEMA}")
+        object.__setattr__(self, "gemm", tuple(self.gemm))
+        object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
+        object.__setattr__(self, "op_overheads", MappingProxyType(dict(self.op_overheads)))
+
+    def path_flops(self, dtype: str, path: str) -> float | None:
+        for g in self.gemm:
+            if g.dtype == dtype and g.path == path:
+                return g.flops_per_s
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema, "device": self.device, "device_name": self.device_name,
+            "threads": self.threads, "torch_version": self.torch_version, "created": self.created,
+            "quick": self.quick, "peak_flops": dict(self.peak_flops), "copy_bandwidth": self.copy_bandwidth,
+            "op_overhead_s": self.op_overhead_s, "op_overheads": dict(self.op_overheads),
+            "mem_capacity": self.mem_capacity, "gemm": [g.to_dict() for g in self.gemm],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HardwareProfile:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        data = dict(data)
+        gemm = data.pop("gemm", [])
+        if not isinstance(gemm, list):
+            raise ValueError("field 'gemm' must be a list")
+        try:
+            results = tuple(GemmResult(**g) for g in gemm)
+            return cls(gemm=results, **data)
+        except TypeError as exc:
+            raise ValueError(f"missing or unknown field: {exc}") from None
+
+
+# ---- measurement --------------------------------------------------------------------------------
+def _best_seconds(fn, *, repeat: int, warmup: int, sync=None) -> float:
+    for _ in range(warmup):
+        fn()
+    if sync:
+        sync()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        samples.append(time.perf_counter() - start)
+    return min(samples)
+
+
+def _torch_dtype(torch, dtype: str):
+    return {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+
+
+def measure_gemm(*, dtype: str, device: str = "cpu", n: int | None = None, repeat: int = 5) -> tuple[GemmResult, ...]:
+    """(n, n) @ (n, n) through each available path (CPU: torch.mm and oneDNN; CUDA: torch.mm), 2 n^3
+    FLOPs each, best of `repeat` after two warm-ups. Uses its own random generator: the global RNG
+    (and so a training run's reproducibility) is untouched. Default n: 2048 on CPU, 4096 on CUDA."""
+    import torch
+
+    allowed = CUDA_DTYPES if device == "cuda" else CPU_DTYPES
+    if dtype not in allowed:
+        why = " (fp16 runs at about 1 GFLOP/s on CPU: never use it there)" if dtype == "fp16" else ""
+        raise ValueError(f"dtype={dtype!r}: on {device} expected one of {', '.join(allowed)}{why}")
+    n = n or (4096 if device == "cuda" else 2048)
+    tdt = _torch_dtype(torch, dtype)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, generator=gen).to(tdt)  # (n, n)
+    b = torch.randn(n, n, device=device, generator=gen).to(tdt)  # (n, n)
+    flop = 2.0 * n**3
+    if device == "cuda":
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        try:
+            t = _best_seconds(lambda: torch.mm(a, b), repeat=repeat, warmup=2, sync=torch.cuda.synchronize)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = old
+        return (GemmResult(dtype=dtype, path="torch.mm", n=n, seconds=t, flops_per_s=flop / t),)
+    t = _best_seconds(lambda: torch.mm(a, b), repeat=repeat, warmup=2)
+    results = [GemmResult(dtype=dtype, path="torch.mm", n=n, seconds=t, flops_per_s=flop / t)]
+    linear = getattr(getattr(torch._C, "_nn", None), "mkldnn_linear", None)
+    if linear is not None and torch.backends.mkldnn.is_available():
+        try:
+            am, bm = a.to_mkldnn(), b.to_mkldnn()
+            t = _best_seconds(lambda: linear(am, bm, None), repeat=repeat, warmup=2)
+            results.append(GemmResult(dtype=dtype, path="mkldnn_linear", n=n, seconds=t, flops_per_s=flop / t))
+        except RuntimeError:  # this build or CPU lacks the oneDNN kernel for the dtype
+            pass
+    return tuple(results)
+
+
+def _copy_bandwidth(torch, *, device: str, nbytes: int, repeat: int) -> float:
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    sync = torch.cuda.synchronize if device == "cuda" else None
+    t = _best_seconds(lambda: dst.copy_(src), repeat=repeat, warmup=1, sync=sync)
+    return 2.0 * src.numel() * 4 / t  # bytes read + written
+
+
+def _op_overheads(torch, *, device: str, calls: int, repeat: int) -> dict[str, float]:
+    F = torch.nn.functional
+    x = torch.ones(8, 8, device=device)  # (8, 8)
+    w = torch.ones(8, 8, device=device)
+    ops = {
+        "add": lambda: torch.add(x, w),
+        "mm": lambda: torch.mm(x, w),
+        "linear": lambda: F.linear(x, w),
+        "layer_norm": lambda: F.layer_norm(x, (8,)),
+        "gelu": lambda: F.gelu(x, approximate="tanh"),
+        "softmax": lambda: torch.softmax(x, dim=-1),
+    }
+    sync = torch.cuda.synchronize if device == "cuda" else None
+    out = {}
+    for name, op in ops.items():
+        def loop(op=op):
+            for _ in range(calls):
+                op()
+        out[name] = _best_seconds(loop, repeat=repeat, warmup=1, sync=sync) / calls
+    return out
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def measure_profile(
+    *, dtypes: tuple[str, ...] = ("fp32", "bf16"), threads: int | None = None, quick: bool = False,
+    device: str | None = None,
+) -> HardwareProfile:
+    """Time GEMMs per dtype, a memory copy and tiny ops on `device` (default: cuda if available, else cpu).
+
+    quick: n=512 GEMMs, a 32 MiB copy and 200-call loops (about a second on a 2-core CPU; numbers are
+    rougher and lower than the full run, which uses n=2048 on CPU (4096 on GPU), a 256 MiB copy (1 GiB
+    on GPU) and 2000-call loops). fp16 is refused on CPU (about 1 GFLOP/s there; never use it).
+    """
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r} is not allowed; expected cpu or cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but torch sees no CUDA device")
+    allowed = CUDA_DTYPES if device == "cuda" else CPU_DTYPES
+    dtypes = tuple(dtypes)
+    bad = [d for d in dtypes if d not in allowed]
+    if not dtypes or bad:
+        why = " (fp16 runs at about 1 GFLOP/s on CPU: never use it there)" if "fp16" in bad and device == "cpu" else ""
+        raise ValueError(f"dtypes={dtypes!r}: on {device} expected some of {', '.join(allowed)}{why}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads={threads!r} must be a positive integer")
+    old_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        gpu = device == "cuda"
+        n = 512 if quick else (4096 if gpu else 2048)
+        repeat = 3 if quick else (10 if gpu else 7)
+        gemm: list[GemmResult] = []
+        for dtype in dtypes:
+            gemm.extend(measure_gemm(dtype=dtype, device=device, n=n, repeat=repeat))
+        peak = {d: max(g.flops_per_s for g in gemm if g.dtype == d) for d in dtypes}
+        nbytes = (32 if quick else (1024 if gpu else 256)) * 2**20
+        bandwidth = _copy_bandwidth(torch, device=device, nbytes=nbytes, repeat=repeat)
+        overheads = _op_overheads(torch, device=device, calls=200 if quick else 2000, repeat=3 if quick else 5)
+        if gpu:
+            props = torch.cuda.get_device_properties(0)
+            name, capacity = props.name, float(props.total_memory)
+        else:
+            name = _cpu_name()
+            capacity = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        return HardwareProfile(
+            device=device, device_name=name, threads=torch.get_num_threads(), gemm=tuple(gemm), peak_flops=peak,
+            copy_bandwidth=bandwidth, op_overhead_s=statistics.median(overheads.values()), op_overheads=overheads,
+            mem_capacity=capacity, torch_version=torch.__version__,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"), quick=quick,
+        )
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+# ---- storage ------------------------------------------------------------------------------------
+def default_profile_path(cache_dir: str | os.PathLike | None = None) -> Path:
+    """`<cache_dir>/hw-profile.json`; cache_dir defaults to `$DEPTHWIDTH_CACHE`, else `~/.cache/depthwidth`."""
+    root = cache_dir if cache_dir is not None else (os.environ.get("DEPTHWIDTH_CACHE") or "~/.cache/depthwidth")
+    return Path(root).expanduser() / "hw-profile.json"
+
+
+def save_profile(profile: HardwareProfile, path: str | os.PathLike | None = None) -> Path:
+    """Write `profile` as JSON (to a temporary file, then renamed: a crash never leaves half a file)."""
+    path = Path(path) if path is not None else default_profile_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_profile(path: str | os.PathLike | None = None) -> HardwareProfile:
+    """Read a profile written by `save_profile`. FileNotFoundError if absent; ValueError naming the
+    file and what is wrong if it is not valid JSON or not a profile."""
+    path = Path(path) if path is not None else default_profile_path()
+    if not path.is_file():
+        raise FileNotFoundError(f"no hardware profile at {path}; run `depthwidth hw measure` to make one")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a hardware profile (invalid JSON: {exc})") from None
+    try:
+        return HardwareProfile.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a valid hardware profile: {exc}") from None
+
+
+def cached_profile(
+    *, path: str | os.PathLike | None = None, dtypes: tuple[str, ...] = ("fp32", "bf16"),
+    threads: int | None = None, device: str = "cpu",
+) -> HardwareProfile:
+    """The stored profile if it matches (device, threads, torch version, dtypes, full run), else a new
+    measurement, saved. The one place the trainer and the benchmarks get a measured peak from."""
+    import torch
+
+    want_threads = threads if threads is not None else torch.get_num_threads()
+    target = Path(path) if path is not None else default_profile_path()
+    if target.is_file():
+        try:
+            profile = load_profile(target)
+        except ValueError:
+            profile = None  # unreadable: measured again and overwritten below
+        if (profile is not None and profile.device == device and profile.threads == want_threads
+                and profile.torch_version == torch.__version__ and not profile.quick
+                and all(d in profile.peak_flops for d in dtypes)):
+            return profile
+    profile = measure_profile(dtypes=dtypes, threads=want_threads, device=device)
+    save_profile(profile, target)
+    return profile
+
+
+# ---- conversion to the pure spec ----------------------------------------------------------------
+def _table_row(name: str, capacity: float) -> HardwareSpec | None:
+    """The HARDWARE row of a GPU name, for the numbers a single-device run cannot measure (links)."""
+    key = name.lower()
+    for token, row in (("h200", "h200"), ("h100", "h100-sxm"), ("l4", "l4"), ("4090", "rtx-4090"),
+                       ("mi300x", "mi300x")):
+        if token in key:
+            return HARDWARE[row]
+    if "a100" in key:
+        return HARDWARE["a100-80gb" if capacity > 50e9 else "a100-40gb"]
+    return None
+
+
+def profile_to_hardware(profile: HardwareProfile, *, gemm_path: str = "best") -> HardwareSpec:
+    """A `HardwareSpec` with the measured peaks, copy bandwidth and per-op cost, efficiencies 1.0
+    (the measured rates are already achievable ones). `gemm_path="torch.mm"` uses the default
+    `torch.mm` rate instead of the best path (what an eager `nn.Linear` gets on CPU fp32).
+    Links (not measurable on one device) come from the matching HARDWARE row, else none."""
+    if gemm_path not in ("best", "torch.mm", "mkldnn_linear"):
+        raise ValueError(f"gemm_path={gemm_path!r} is not allowed; expected best, torch.mm or mkldnn_linear")
+    peak = dict(profile.peak_flops)
+    if gemm_path != "best":
+        for dtype in peak:
+            rate = profile.path_flops(dtype, gemm_path)
+            if rate is not None:
+                peak[dtype] = rate
+    row = _table_row(profile.device_name, profile.mem_capacity) if profile.device == "cuda" else None
+    links: dict[str, Any] = {"link_bandwidth": 0.0, "link_latency_s": 0.0, "link_efficiency": 1.0}
+    mfu = 0.5  # of the measured GEMM rate; a CPU loop of small matmuls reaches about half of it
+    if row is not None:
+        links = {"link_bandwidth": row.link_bandwidth, "link_latency_s": row.link_latency_s,
+                 "link_efficiency": row.link_efficiency}
+        mfu = min(1.0, row.train_mfu / row.flops_efficiency)
+    return HardwareSpec(
+        name=f"measured-{profile.device}", label=f"{profile.device_name} ({profile.threads} threads, measured)",
+        kind="gpu" if profile.device == "cuda" else "cpu", peak_flops=peak,
+        mem_bandwidth=profile.copy_bandwidth, mem_capacity=profile.mem_capacity, flops_efficiency=1.0,
+        bandwidth_efficiency=1.0, train_mfu=mfu, op_overhead_s=profile.op_overhead_s,
+        source=f"measured by depthwidth hw measure on {profile.created} (torch {profile.torch_version}, "
+               f"{'quick' if profile.quick else 'full'} run)", **links,
+    )
+
+
+__all__ = [
+    "GemmResult", "HardwareProfile", "cached_profile", "default_profile_path", "load_profile",
+    "measure_gemm", "measure_profile", "profile_to_hardware", "save_profile",
+]

@@ -1,0 +1,85 @@
+"""`depthwidth hw`: the hardware table, and a measured profile of the machine at hand.
+
+    depthwidth hw list [--json]
+    depthwidth hw measure [--out PATH] [--quick] [--threads N] [--dtypes fp32,bf16] [--json]
+
+`measure` times a large GEMM per dtype, a memory copy and tiny ops with torch
+(`depthwidth.bench.hw.measure_profile`) and saves the profile (default: $DEPTHWIDTH_CACHE/hw-profile.json
+or ~/.cache/depthwidth/hw-profile.json), which `plan --hardware measured` and the trainer's MFU use.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from depthwidth.cli import UsageError, print_json
+from depthwidth.cli.common import one_line_errors, positive_int
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("hw", help="hardware table and measured profile",
+                              description="The hardware table, and a measured profile of this machine.")
+    one_line_errors(p)
+    sub = p.add_subparsers(dest="hw_command", metavar="{list,measure}")
+    lst = sub.add_parser("list", help="the hardware table with sources",
+                         description="Peak dense FLOP/s per dtype, memory bandwidth and capacity, links, efficiencies.")
+    one_line_errors(lst)
+    lst.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lst.set_defaults(run=run_list)
+    m = sub.add_parser("measure", help="time GEMMs, a memory copy and tiny ops; save a profile",
+                       description="Time a large GEMM per dtype (on CPU through torch.mm and oneDNN), a memory "
+                       "copy and the fixed cost of tiny ops with torch, and save the profile as JSON.")
+    one_line_errors(m)
+    m.add_argument("--out", metavar="PATH", help="profile path (default: $DEPTHWIDTH_CACHE/hw-profile.json)")
+    m.add_argument("--quick", action="store_true", help="small sizes, about a second (rougher numbers)")
+    m.add_argument("--threads", type=positive_int, help="torch threads (default: torch's current setting)")
+    m.add_argument("--dtypes", default=None, metavar="D,D",
+                   help="dtypes to time (default fp32,bf16 on CPU; fp32,tf32,bf16,fp16 on CUDA)")
+    m.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
+    m.add_argument("--json", action="store_true", help="print the profile as JSON")
+    m.set_defaults(run=run_measure)
+    p.set_defaults(run=lambda args: _no_subcommand(p))
+
+
+def _no_subcommand(parser: argparse.ArgumentParser) -> int:
+    raise UsageError("say what to do: `depthwidth hw list` or `depthwidth hw measure`")
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from depthwidth.shapes.hardware import HARDWARE
+
+    rows = [h.to_dict() for h in HARDWARE.values()]
+    if args.json:
+        print_json(rows)
+        return 0
+    from depthwidth.report.hw_table import hardware_table
+    from depthwidth.report.tables import console as make_console
+
+    console = make_console()
+    console.print(hardware_table(rows))
+    for r in rows:
+        console.print(f"{r['name']}: {r['source']}", style="dim", highlight=False)
+    return 0
+
+
+def run_measure(args: argparse.Namespace) -> int:
+    from depthwidth.bench.hw import measure_profile, save_profile
+
+    options = {}
+    if args.dtypes:
+        options["dtypes"] = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    elif args.device == "cuda":
+        options["dtypes"] = ("fp32", "tf32", "bf16", "fp16")
+    profile = measure_profile(threads=args.threads, quick=args.quick, device=args.device, **options)
+    path = save_profile(profile, args.out)
+    data = {**profile.to_dict(), "path": str(path)}
+    if args.json:
+        print_json(data)
+        return 0
+    from depthwidth.report.hw_table import profile_table
+    from depthwidth.report.tables import console as make_console
+
+    console = make_console()
+    console.print(profile_table(data))
+    console.print(f"saved: {path}", highlight=False)
+    return 0
