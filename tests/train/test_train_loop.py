@@ -148,3 +148,23 @@ def test_threads_and_determinism_settings_are_restored(tiny_shape, tiny_config):
     r = train(tiny_shape, tiny_config)
     assert r.threads == 1
     assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
+
+
+def test_peak_flops_comes_from_a_matching_hw_profile(tiny_shape, tiny_config, tmp_path):
+    import json as _json
+
+    from depthwidth.train.measure import device_name
+
+    cache = tmp_path / "cache"
+    cache.mkdir(exist_ok=True)
+    profile = {"device": "cpu", "device_name": device_name(torch.device("cpu")), "threads": 1,
+               "torch_version": torch.__version__, "quick": False, "peak_flops": {"fp32": 123e9, "bf16": 456e9}}
+    (cache / "hw-profile.json").write_text(_json.dumps(profile))
+    r = train(tiny_shape, tiny_config.with_(peak_flops=None))
+    assert r.peak_flops == 123e9 and r.peak_flops_source.startswith("profile:")
+    assert r.mfu == pytest.approx(r.achieved_flops_per_s / 123e9)
+    profile["threads"] = 2  # measured with other settings: not used, a GEMM is timed instead
+    (cache / "hw-profile.json").write_text(_json.dumps(profile))
+    r = train(tiny_shape, tiny_config.with_(peak_flops=None))
+    assert r.peak_flops_source.startswith("measured:gemm")
+    assert train(tiny_shape, tiny_config.with_(peak_flops=None)).peak_flops_source.startswith("cached:")

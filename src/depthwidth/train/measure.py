@@ -1,8 +1,9 @@
 """Measurements around a training run: the machine's peak FLOP/s (the MFU denominator), bytes saved
 for backward, bytes of model and optimizer states, peak resident memory.
 
-Peak FLOP/s, in order of preference: `TrainConfig.peak_flops`; a hardware profile JSON written by
-`depthwidth hw measure` (its `peak_flops[dtype]`); else a quick square-GEMM measurement cached in
+Peak FLOP/s, in order of preference: `TrainConfig.peak_flops`; the hardware profile JSON written by
+`depthwidth hw measure` (`<cache_dir>/hw-profile.json`, its `peak_flops[dtype]`, used when it was a
+full run on this device with these threads and this torch); else a quick GEMM measurement cached in
 `<cache_dir>/peak/`, keyed by device name, dtype, threads and torch version. On CPU the GEMM is run
 both through `torch.mm` and through oneDNN (`mkldnn_linear` on mkldnn tensors), which reaches about
 twice the fp32 rate of the default MKL path on some CPUs; the larger is the peak (MFU is measured
@@ -50,19 +51,25 @@ def device_name(device: torch.device) -> str:
 
 
 def hw_profile_path(cache_dir: Path) -> Path:
-    """$DEPTHWIDTH_HW_PROFILE, else <cache_dir>/hw/profile.json."""
+    """$DEPTHWIDTH_HW_PROFILE, else <cache_dir>/hw-profile.json (where `depthwidth hw measure` saves)."""
     env = os.environ.get("DEPTHWIDTH_HW_PROFILE")
-    return Path(env) if env else cache_dir / "hw" / "profile.json"
+    return Path(env).expanduser() if env else cache_dir / "hw-profile.json"
 
 
 def _profile_peak(path: Path, *, dtype: str, threads: int, device: torch.device) -> float | None:
+    """peak_flops[dtype] of a hardware profile JSON measured on this device, with these threads and
+    this torch, by a full (not --quick) run; None otherwise."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if data.get("threads") not in (None, threads) or data.get("device_name") not in (None, device_name(device)):
+    if not isinstance(data, dict) or data.get("quick") or data.get("device") != device.type:
         return None
-    peaks = data.get("peak_flops") or {}
+    if data.get("threads") != threads or data.get("torch_version") != torch.__version__:
+        return None
+    if data.get("device_name") not in (None, device_name(device)):
+        return None
+    peaks = data.get("peak_flops")
     value = peaks.get(dtype) if isinstance(peaks, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
