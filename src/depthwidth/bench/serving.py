@@ -306,7 +306,7 @@ def bench(
             from depthwidth.bench.quant_report import quantization_report
 
             quant = quantization_report(loaded, config=config)
-            tick("int8 validation loss")
+            tick("int8 quantization report")
     environment = {
         "torch": torch.__version__,
         "threads": threads,
