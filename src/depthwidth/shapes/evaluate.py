@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from depthwidth.shapes.families import Family, plan_family
+from depthwidth.shapes.families import Family, plan_family, tp_problem
 from depthwidth.shapes.hardware import HardwareSpec, get_hardware
 from depthwidth.shapes.latency import LatencyBreakdown, predict_decode, predict_prefill
 from depthwidth.shapes.lint import Finding, lint
@@ -202,8 +202,7 @@ def compare(shapes: Sequence[tuple[str, Shape]], *, hardware: HardwareSpec | str
     if len(shapes) < 2:
         raise ValueError(f"compare needs two or more shapes, got {len(shapes)}")
     hw = hardware if isinstance(hardware, HardwareSpec) else get_hardware(hardware)
-    if workload.tp > 1 and not any(s.n_heads % workload.tp == 0 and s.n_kv_heads % workload.tp == 0
-                                   for _, s in shapes):
+    if workload.tp > 1 and all(tp_problem(s, workload.tp) for _, s in shapes):
         heads = ", ".join(f"{name}: {s.n_heads} heads/{s.n_kv_heads} kv" for name, s in shapes)
         raise ValueError(f"tp={workload.tp} divides the heads of none of the shapes ({heads})")
     evaluations = tuple(evaluate_shape(s, hardware=hw, workload=workload) for _, s in shapes)

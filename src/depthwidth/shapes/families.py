@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from depthwidth.shapes.flops import flops
+from depthwidth.shapes.lint import lint
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape, default_d_ff
 
@@ -154,10 +155,14 @@ def _shape(base: Shape, *, n_layers: int, d_model: int, head_dim: int) -> Shape:
     return Shape(**data)
 
 
-def _tp_problem(shape: Shape, tp: int) -> str | None:
-    for name, value in (("n_heads", shape.n_heads), ("n_kv_heads", shape.n_kv_heads), ("d_ff", shape.d_ff)):
-        if value % tp:
-            return f"{name}={value} is not divisible by tp={tp}"
+def tp_problem(shape: Shape, tp: int) -> str | None:
+    """Why tensor parallelism over `tp` ranks cannot split `shape` (lint rule DW003, vocabulary aside:
+    frameworks pad it), or None."""
+    if tp == 1:
+        return None
+    for finding in lint(shape, tp=tp):
+        if finding.code == "DW003" and finding.field != "vocab_size":
+            return finding.message
     return None
 
 
@@ -198,7 +203,7 @@ def _best_width(budget: _Budget, base: Shape, *, n_layers: int, step: int, head_
     while k * step <= 1 << 17:
         s = _shape(base, n_layers=n_layers, d_model=k * step, head_dim=head_dim)
         v = budget.value(s)
-        if _tp_problem(s, tp) is None and (best is None or abs(v - budget.target) < abs(best[1] - budget.target)):
+        if tp_problem(s, tp) is None and (best is None or abs(v - budget.target) < abs(best[1] - budget.target)):
             best = (s, v)
         if v > budget.target and best is not None:
             break
@@ -317,7 +322,7 @@ def plan_family(
                 dropped.append(DroppedShape(n_layers=None, d_model=W, error=None,
                                             reason=f"width {W} is not a multiple of head_dim {head_dim}"))
                 continue
-            problem = _tp_problem(_shape(base, n_layers=max(min_layers, pp), d_model=W, head_dim=head_dim), tp)
+            problem = tp_problem(_shape(base, n_layers=max(min_layers, pp), d_model=W, head_dim=head_dim), tp)
             if problem:
                 tp_skipped.append(W)
                 if explicit:
@@ -410,4 +415,4 @@ def _infeasible(budget: _Budget, base: Shape, *, dropped, step, head_dim, tolera
             f"[{aspect_range[0]:g}, {aspect_range[1]:g}]; widen the aspect range or change the budget")
 
 
-__all__ = ["DroppedShape", "Family", "FamilyMember", "human", "iso_curve", "plan_family"]
+__all__ = ["DroppedShape", "Family", "FamilyMember", "human", "iso_curve", "plan_family", "tp_problem"]

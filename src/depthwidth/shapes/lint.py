@@ -7,8 +7,9 @@ Rules and why (each a `Finding` with a code):
   50257 -> 50304 for a ~25% faster step).
 - DW002 head_dim not a multiple of 8 (error: fused attention kernels such as FlashAttention need it)
   or not 64/128 (warning: kernels are tuned for those; other sizes waste tiles).
-- DW003 n_heads, n_kv_heads, d_ff or vocab_size not divisible by tp (Megatron-LM splits heads, the
-  MLP hidden size and the vocabulary over tensor-parallel ranks).
+- DW003 n_heads, d_ff or vocab_size not divisible by tp, or n_kv_heads neither divisible by tp nor
+  dividing it (Megatron-LM splits heads, the MLP hidden size and the vocabulary over tensor-parallel
+  ranks, and replicates kv heads when there are fewer than ranks).
 - DW004 n_layers not divisible by pp (pipeline stages of unequal depth: the slowest sets the pace).
 - DW005 input features of a linear layer not divisible by the quantization group size (group-wise
   int4/int8 weight quantization such as GPTQ/AWQ groups along the input dimension).
@@ -94,6 +95,8 @@ def lint(
                            fix=_head_fix(s)))
     if tp > 1:
         for name, value in (("n_heads", s.n_heads), ("n_kv_heads", s.n_kv_heads), ("d_ff", s.d_ff)):
+            if name == "n_kv_heads" and tp % value == 0:
+                continue  # fewer kv heads than ranks: each is replicated on tp / n_kv_heads ranks
             if value % tp:
                 out.append(Finding(code="DW003", field=name, severity="error",
                                    message=f"{name} {value} is not divisible by tp={tp}",
