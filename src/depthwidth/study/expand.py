@@ -167,11 +167,13 @@ def train_config(spec: StudySpec, *, data: DataInfo, shape: Shape, tokens: int, 
 
 def bench_config(spec: StudySpec, *, shape: Shape) -> dict:
     b = spec.bench
+    half = max(1, shape.max_seq_len // 2)
     return {
         "kind": "bench",
         "format": RUN_FORMAT,
         "shape": shape.to_dict(),
-        "bench": {"prompt_lens": list(b.prompt_lens), "contexts": list(b.contexts), "batches": list(b.batches),
+        "bench": {"prompt_lens": list(b.prompt_lens or (half,)), "contexts": list(b.contexts or (half,)),
+                  "batches": list(b.batches),
                   "repeat": b.repeat, "dtype": b.dtype},
         "hardware": spec.hardware,
     }

@@ -231,5 +231,5 @@ def _prefix(path: list[tuple[str, int | None]], parts: list[tuple[str, int | Non
     return True
 
 
-__all__ = ["SpecError", "array", "boolean", "build", "check_value", "checked", "choice", "field_docs", "integer", "locate",
-           "number", "optional", "text"]
+__all__ = ["SpecError", "array", "boolean", "build", "check_value", "checked", "choice", "field_docs", "integer",
+           "locate", "number", "optional", "text"]

@@ -25,10 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
+    import tomli as tomllib
 
 from depthwidth.study.schema import (
     SpecError,
@@ -145,9 +150,8 @@ class TrainSpec:
 
     def __post_init__(self) -> None:
         given = [k for k in ("tokens", "tokens_per_param", "steps") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one training budget: tokens, tokens_per_param or steps"
-                             + (f" (got {', '.join(given)})" if given else ""))
+        if len(given) > 1:  # none is fine when every budget is a compute budget (it fixes the tokens)
+            raise ValueError(f"give one training budget: tokens, tokens_per_param or steps (got {', '.join(given)})")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -185,8 +189,10 @@ class LRSpec:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BenchSpec:
     enabled: bool = checked(boolean, True)
-    prompt_lens: tuple[int, ...] = checked(array(integer(1), unique=True), (64,))
-    contexts: tuple[int, ...] = checked(array(integer(1), unique=True), (128,))
+    prompt_lens: tuple[int, ...] | None = checked(optional(array(integer(1), unique=True)), None,
+                                                  doc="default: half the position table")
+    contexts: tuple[int, ...] | None = checked(optional(array(integer(1), unique=True)), None,
+                                               doc="cached tokens before a decode step; default: half the table")
     batches: tuple[int, ...] = checked(array(integer(1), unique=True), (1,))
     repeat: int = checked(integer(1), 5)
     dtype: str = checked(choice(DTYPES), "fp32")
@@ -291,6 +297,9 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
     if not budgets and not shapes:
         raise SpecError("a study needs at least one [[budget]] or [[shape]] table", key="budget")
     train, data = sections["train"], sections["data"]
+    if train.tokens is None and train.steps is None and train.tokens_per_param is None and (
+            shapes or any(b.flops is None for b in budgets)):
+        raise SpecError("give the training budget: tokens, steps or tokens_per_param", key="train")
     if train.tokens_per_param is not None and shapes:
         raise SpecError("tokens_per_param needs a [[budget]] target for every shape; explicit [[shape]] "
                         "tables need train.tokens or train.steps", key="train.tokens_per_param")
@@ -304,10 +313,10 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
                         key="model.max_seq_len")
     bench = sections["bench"]
     if bench.enabled:
-        for key, values in (("prompt_lens", bench.prompt_lens), ("contexts", bench.contexts)):
-            if max(values) > max_len:
-                raise SpecError(f"{max(values)} exceeds the models' max_seq_len={max_len} "
-                                "(set model.max_seq_len)", key=f"bench.{key}")
+        for key, values, extra in (("prompt_lens", bench.prompt_lens, 0), ("contexts", bench.contexts, 1)):
+            if values and max(values) + extra > max_len:
+                raise SpecError(f"{max(values)}{' + 1 (the decoded token)' if extra else ''} exceeds the models' "
+                                f"max_seq_len={max_len} (set model.max_seq_len)", key=f"bench.{key}")
     return StudySpec(name=top["name"], description=top["description"], hardware=top["hardware"],
                      seeds=tuple(sorted(top["seeds"])), budgets=budgets, shapes=shapes, source=source,
                      text=toml_text, **sections)

@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS curves (
     run_id TEXT NOT NULL REFERENCES runs(run_id),
     idx INTEGER NOT NULL,
-    {", ".join(f"{k} REAL" for k in CURVE_KEYS)},
+    {", ".join(f"{k} {'INTEGER' if k in ('step', 'tokens') else 'REAL'}" for k in CURVE_KEYS)},
     extra TEXT,
     PRIMARY KEY (run_id, idx)
 );

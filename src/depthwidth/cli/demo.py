@@ -1,0 +1,64 @@
+"""`depthwidth demo`: the built-in study (`depthwidth/study/demo.toml`, also `examples/demo.toml`) - an
+iso-parameter family of five shapes trained under one protocol on Shakespeare, with batch-1 latency -
+then the comparison table and a report in the study folder. Running it again reuses every finished run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from depthwidth.cli import print_json
+from depthwidth.cli.common import one_line_errors
+
+HELP = "run the built-in demo study (5 shapes at equal parameters, a few minutes on a CPU) and report it"
+DEFAULT_DIR = "demo-study"
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("demo", help=HELP, description=HELP + ".")
+    one_line_errors(p)
+    p.add_argument("--dir", default=DEFAULT_DIR, metavar="DIR", help=f"study folder (default ./{DEFAULT_DIR})")
+    p.add_argument("--executor", choices=("local", "ray"), default="local", help="where the runs execute")
+    p.add_argument("--address", metavar="ADDR", help="join this Ray cluster (with --executor ray)")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from depthwidth.cli.study import _check_executor, _console, execute
+    from depthwidth.study.demo import demo_spec
+
+    _check_executor(args)
+    report, summary = execute(demo_spec(), study_dir=args.dir, executor=args.executor, address=args.address,
+                              quiet=args.json)
+    written = write_report(Path(report.study_dir), summary)
+    if args.json:
+        print_json({"run": report.to_dict(), "summary": summary.to_dict(), "report": [str(p) for p in written]})
+        return 0 if not report.failed else 1
+    from depthwidth.cli.study_view import print_summary
+
+    out = _console()
+    out.print(f"demo: {report.completed + report.diverged} runs done now, {report.skipped} reused from "
+              f"{report.study_dir}", markup=False)
+    print_summary(out, summary)
+    out.print("report: " + ", ".join(str(p) for p in written), markup=False)
+    return 0 if not report.failed else 1
+
+
+def write_report(folder: Path, summary) -> list[Path]:
+    """The study report: `depthwidth.report`'s when it provides `write_study_report(folder)`, else a
+    small report.md (the comparison table and warnings) and results.json (the summary)."""
+    try:
+        from depthwidth.report import write_study_report  # type: ignore[attr-defined]
+    except ImportError:
+        write_study_report = None
+    if write_study_report is not None:
+        return [Path(p) for p in write_study_report(folder)]
+    from depthwidth.cli.study_view import summary_markdown
+
+    md = folder / "report.md"
+    md.write_text(summary_markdown(summary, title=f"Study {summary.name}") + "\n")
+    js = folder / "results.json"
+    js.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
+    return [md, js]

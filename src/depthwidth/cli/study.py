@@ -1,0 +1,161 @@
+"""`depthwidth study`: run a fair study from a spec file, resumably, and look at it.
+
+    depthwidth study run SPEC [--dir DIR] [--executor local|ray] [--address ADDR] [--json]
+    depthwidth study status DIR [--json]
+    depthwidth study show DIR [RUN] [--json]
+    depthwidth study validate SPEC [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from depthwidth.cli import print_json
+from depthwidth.cli.common import one_line_errors
+
+HELP = "run a fair, resumable study of many shapes from a TOML spec (local or Ray), and show its state"
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("study", help=HELP, description=HELP + ".")
+    one_line_errors(p)
+    sub = p.add_subparsers(dest="study_command", metavar="ACTION")
+    r = one_line_errors(sub.add_parser("run", help="run or resume the study of a spec file",
+                                       description="Run (or resume: finished runs are never repeated) a study."))
+    r.add_argument("spec", metavar="SPEC", help="study spec (TOML); see examples/*.toml")
+    r.add_argument("--dir", metavar="DIR", help="study folder (default studies/<name>)")
+    r.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: this process, one run at a time (default); ray: one Ray task per run")
+    r.add_argument("--address", metavar="ADDR", help="join this Ray cluster (with --executor ray)")
+    r.add_argument("--json", action="store_true", help="print the outcome and summary as one JSON object")
+    r.set_defaults(run=run_cmd)
+    s = one_line_errors(sub.add_parser("status", help="runs by state, best LR per shape, fairness, warnings"))
+    s.add_argument("dir", metavar="DIR", help="study folder")
+    s.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    s.set_defaults(run=status_cmd)
+    w = one_line_errors(sub.add_parser("show", help="every run of a study, or one run with its curve"))
+    w.add_argument("dir", metavar="DIR", help="study folder")
+    w.add_argument("run_id", metavar="RUN", nargs="?", help="a run id (or a unique prefix of one)")
+    w.add_argument("--all", action="store_true", help="include stored runs the current spec no longer asks for")
+    w.add_argument("--json", action="store_true", help="print JSON")
+    w.set_defaults(run=show_cmd)
+    v = one_line_errors(sub.add_parser("validate", help="check a spec and list its runs; nothing runs"))
+    v.add_argument("spec", metavar="SPEC", help="study spec (TOML)")
+    v.add_argument("--json", action="store_true", help="print the expansion as one JSON object")
+    v.set_defaults(run=validate_cmd)
+    p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
+
+
+def _check_executor(args) -> None:
+    if args.address and args.executor != "ray":
+        raise ValueError("--address joins a Ray cluster; use it with --executor ray")
+
+
+def execute(spec, *, study_dir, executor: str, address: str | None, quiet: bool):
+    """Run a study with the live display (unless quiet); returns (RunReport, StudySummary)."""
+    from depthwidth.cli.study_view import StudyProgress
+    from depthwidth.study import Store, run_study, summarize
+
+    with StudyProgress(enabled=not quiet) as display:
+        report = run_study(spec, study_dir=study_dir, executor=executor, address=address, on_event=display)
+    with Store.open(report.study_dir) as store:
+        return report, summarize(store)
+
+
+def run_cmd(args: argparse.Namespace) -> int:
+    _check_executor(args)
+    report, summary = execute(args.spec, study_dir=args.dir, executor=args.executor, address=args.address,
+                              quiet=args.json)
+    if args.json:
+        print_json({"run": report.to_dict(), "summary": summary.to_dict()})
+        return 0 if not report.failed else 1
+    from depthwidth.cli.study_view import print_summary
+
+    out = _console()
+    out.print(f"ran {report.completed + report.diverged + report.failed} runs ({report.completed} completed, "
+              f"{report.diverged} diverged, {report.failed} failed, {report.retries} retried); "
+              f"{report.skipped} already finished were reused", markup=False)
+    print_summary(out, summary)
+    return 0 if not report.failed else 1
+
+
+def status_cmd(args: argparse.Namespace) -> int:
+    from depthwidth.study import Store, is_running, summarize
+
+    with Store.open(args.dir) as store:
+        summary = summarize(store, running=is_running(args.dir))
+    if args.json:
+        print_json(summary.to_dict())
+        return 0
+    from depthwidth.cli.study_view import print_summary
+
+    print_summary(_console(), summary)
+    return 0
+
+
+def show_cmd(args: argparse.Namespace) -> int:
+    from depthwidth.study import Store
+
+    with Store.open(args.dir) as store:
+        if args.run_id is None:
+            runs = store.runs(in_spec=None if args.all else True)
+            results = {r.run_id: r for r in store.results(in_spec=None)}
+            if args.json:
+                print_json({"runs": [r.to_dict() | {"val_loss": getattr(results.get(r.run_id), "val_loss", None)}
+                                     for r in runs]})
+                return 0
+            from depthwidth.cli.study_view import runs_table
+
+            _console().print(runs_table(runs, results))
+            return 0
+        run = store.run(args.run_id)
+        result = store.result(run.run_id)
+        curve = store.curves(run.run_id)
+        errors = store.attempt_errors(run.run_id)
+    if args.json:
+        print_json({"run": run.to_dict(), "result": None if result is None else result.to_dict(),
+                    "curve": [p.to_dict() for p in curve],
+                    "attempt_errors": [{"attempt": a, "at": t, "message": m} for a, t, m in errors]})
+        return 0
+    from depthwidth.cli.study_view import curve_table
+
+    out = _console()
+    label = f"lr={run.lr:.3g} seed={run.seed}" if run.kind == "train" else "bench"
+    out.print(f"run {run.run_id}\n  {run.kind} {run.shape_label} {label}, group {run.group!r}\n"
+              f"  status {run.status} after {run.attempts} attempt(s)"
+              + (f", wall {run.wall_seconds:.1f} s" if run.wall_seconds else ""), markup=False)
+    for attempt, _, message in errors:
+        out.print(f"  attempt {attempt} failed: {message}", markup=False)
+    if result is not None and run.kind == "train":
+        out.print(f"  val loss {result.val_loss}  tokens {result.tokens}  tokens/s {result.tokens_per_s}  "
+                  f"MFU {result.mfu}  batch stream {result.batch_stream_hash}", markup=False)
+    if curve:
+        out.print(curve_table(curve, every=max(1, len(curve) // 20)))
+    return 0
+
+
+def validate_cmd(args: argparse.Namespace) -> int:
+    from depthwidth.study import prepare
+
+    expansion = prepare(args.spec)
+    if args.json:
+        print_json(expansion.to_dict())
+        return 0
+    out = _console()
+    spec = expansion.spec
+    out.print(f"{spec.source}: study {spec.name!r} is valid: {len(expansion.train_runs)} training runs "
+              f"({spec.lr.trials} learning rates x {len(spec.seeds)} seed(s) per shape) and "
+              f"{len(expansion.bench_runs)} benchmarks", markup=False)
+    for group in expansion.groups:
+        out.print(f"  group {group.label!r}: {group.tokens:,} tokens per run; shapes "
+                  + ", ".join(s.label() for s in group.shapes), markup=False)
+        for note in group.notes:
+            out.print(f"    planner: {note}", markup=False)
+    return 0

@@ -1,0 +1,156 @@
+"""Spec validation: every bad spec is refused before anything runs, naming the file, the line, the key
+path and what was expected."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from depthwidth.study import SpecError, load_spec, parse_spec
+from depthwidth.study.demo import demo_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+name = "ok"
+
+[data]
+seq_len = 32
+batch_size = 4
+
+[train]
+tokens = 10000
+
+[lr]
+grid = [1e-3, 3e-3]
+
+[[shape]]
+n_layers = 2
+d_model = 32
+n_heads = 2
+"""
+
+
+def error_of(text: str) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, source="s.toml")
+    return info.value
+
+
+def test_good_spec_parses_with_defaults():
+    spec = parse_spec(GOOD, source="s.toml")
+    assert spec.name == "ok" and spec.seeds == (0,) and spec.train.tokens == 10000
+    assert spec.lr.values(32) == (1e-3, 3e-3) and spec.lr.trials == 2
+    assert spec.shapes[0].n_layers == 2 and spec.budgets == ()
+
+
+def test_unknown_top_level_key_names_line():
+    err = error_of(GOOD.replace('name = "ok"', 'name = "ok"\ncolour = "blue"'))
+    assert (err.source, err.line, err.key) == ("s.toml", 2, "colour")
+    assert str(err).startswith("s.toml:2: colour: unknown key 'colour'; expected one of name,")
+
+
+def test_unknown_nested_key_names_path_and_line():
+    err = error_of(GOOD.replace("tokens = 10000", "tokens = 10000\nlearning_rate = 0.1"))
+    assert err.key == "train.learning_rate" and err.line == 9
+    assert "expected one of" in err.message and "warmup" in err.message
+
+
+def test_wrong_type_says_what_was_expected():
+    err = error_of(GOOD.replace("tokens = 10000", 'tokens = "many"'))
+    assert err.key == "train.tokens" and err.line == 8
+    assert err.message == "expected an integer >= 1, got 'many' (string)"
+
+
+def test_key_in_second_array_table_is_located():
+    text = GOOD + '\n[[budget]]\nparams = 500_000\n\n[[budget]]\nparams = 900_000\ncount = "five"\n'
+    err = error_of(text)
+    assert err.key == "budget[1].count"
+    assert text.splitlines()[err.line - 1] == 'count = "five"'
+
+
+def test_missing_name_and_bad_toml():
+    assert error_of(GOOD.replace('name = "ok"\n', "")).key == "name"
+    err = error_of(GOOD.replace("tokens = 10000", "tokens = = 3"))
+    assert "not valid TOML" in err.message and "line 8" in err.message
+
+
+@pytest.mark.parametrize("change, key, words", [
+    (("tokens = 10000", "tokens = 100"), "train.tokens", "less than one batch (batch_size * seq_len = 128)"),
+    (("tokens = 10000", "tokens = 10000\nsteps = 3"), "train",
+     "give one training budget: tokens, tokens_per_param or steps (got tokens, steps)"),
+    (("grid = [1e-3, 3e-3]", "grid = [1e-3, 1e-3]"), "lr.grid", "distinct"),
+    (("grid = [1e-3, 3e-3]", "centre = 1e-3"), "lr", "reference_width"),
+    (("grid = [1e-3, 3e-3]", "grid = [-1.0]"), "lr.grid", "item 0: expected a number > 0"),
+    (('name = "ok"', 'name = "ok"\nhardware = "h900"'), "hardware", "unknown hardware 'h900'"),
+    (('name = "ok"', 'name = "ok"\nseeds = [0, 0]'), "seeds", "distinct"),
+    (("[data]", "[model]\nmax_seq_len = 16\n\n[data]"), "model.max_seq_len",
+     "data.seq_len=32 exceeds the position table (16)"),
+    (("[lr]", "[bench]\ncontexts = [32]\n\n[lr]"), "bench.contexts", "32 + 1 (the decoded token) exceeds"),
+])
+def test_rejections(change, key, words):
+    err = error_of(GOOD.replace(*change))
+    assert err.key == key
+    assert words in err.message
+
+
+def test_impossible_budget_is_rejected_before_running(tiny_corpus):
+    from depthwidth.study import expand
+
+    text = GOOD.replace("[[shape]]\nn_layers = 2\nd_model = 32\nn_heads = 2\n", "[[budget]]\nparams = 50\n")
+    text = text.replace("[data]", f'[data]\ncorpus = "{tiny_corpus}"')
+    spec = parse_spec(text, source="s.toml")
+    with pytest.raises(SpecError) as info:
+        expand(spec)
+    err = info.value
+    assert err.key == "budget[0]" and err.line == text.splitlines().index("[[budget]]") + 1
+    assert "no shape is within 5% of 50 non-embedding parameters" in err.message
+
+
+def test_missing_corpus_is_a_spec_error():
+    from depthwidth.study import expand
+
+    spec = parse_spec(GOOD.replace("[data]", '[data]\ncorpus = "/nonexistent/file.txt"'), source="s.toml")
+    with pytest.raises(SpecError, match=r"s.toml:4: data.corpus: data file /nonexistent/file.txt does not exist"):
+        expand(spec)
+
+
+def test_cli_rejects_bad_spec_in_one_line_and_creates_nothing(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(GOOD.replace("batch_size = 4", "batch_size = 4\nbatchsize = 8"))
+    study = tmp_path / "study"
+    proc = subprocess.run([sys.executable, "-m", "depthwidth", "study", "run", str(bad), "--dir", str(study)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"depthwidth study: error: {bad}:6: data.batchsize: unknown key 'batchsize'; expected one of "
+        "batch_size, corpus, seq_len, tokenizer, val_fraction"]
+    assert not study.exists()
+
+
+def test_examples_are_valid():
+    files = sorted((ROOT / "examples").glob("*.toml"))
+    assert len(files) >= 3
+    for f in files:
+        spec = load_spec(f)
+        assert spec.name and spec.lr.trials >= 2
+
+
+def test_demo_family_spans_depth_at_half_a_million_parameters():
+    from depthwidth.shapes.params import count_params
+    from depthwidth.study import expand
+    from depthwidth.study.expand import DataInfo
+
+    spec = demo_spec()
+    assert spec.data.corpus == "shakespeare" and spec.data.tokenizer == "byte" and spec.lr.trials == 2
+    expansion = expand(spec, data=DataInfo(corpus_hash="x", vocab_size=256, train_tokens=10**6))
+    shapes = expansion.groups[0].shapes
+    assert 4 <= len(shapes) <= 5
+    depths = [s.n_layers for s in shapes]
+    assert max(depths) >= 4 * min(depths)
+    for s in shapes:
+        assert abs(count_params(s).non_embedding / 500_000 - 1) <= 0.05
+    assert len(expansion.train_runs) == 2 * len(shapes) and len(expansion.bench_runs) == len(shapes)
