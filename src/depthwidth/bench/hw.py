@@ -133,56 +133,65 @@ class HardwareProfile:
 
 
 # ---- measurement --------------------------------------------------------------------------------
-def _best_seconds(fn, *, repeat: int, warmup: int, sync=None) -> float:
+def _best_seconds(fn, *, repeat: int, warmup: int, sync=None, min_seconds: float = 0.0) -> float:
+    """Best time of at least `repeat` calls that together take at least `min_seconds`."""
     for _ in range(warmup):
         fn()
     if sync:
         sync()
-    samples = []
-    for _ in range(repeat):
+    best, spent, count = float("inf"), 0.0, 0
+    while count < repeat or spent < min_seconds:
         start = time.perf_counter()
         fn()
         if sync:
             sync()
-        samples.append(time.perf_counter() - start)
-    return min(samples)
+        elapsed = time.perf_counter() - start
+        best, spent, count = min(best, elapsed), spent + elapsed, count + 1
+    return best
 
 
 def _torch_dtype(torch, dtype: str):
     return {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
 
 
-def measure_gemm(*, dtype: str, device: str = "cpu", n: int | None = None, repeat: int = 5) -> tuple[GemmResult, ...]:
+def measure_gemm(
+    *, dtype: str, device: str = "cpu", n: int | None = None, repeat: int = 5, min_seconds: float = 0.0,
+) -> tuple[GemmResult, ...]:
     """(n, n) @ (n, n) through each available path (CPU: torch.mm and oneDNN; CUDA: torch.mm), 2 n^3
-    FLOPs each, best of `repeat` after two warm-ups. Uses its own random generator: the global RNG
-    (and so a training run's reproducibility) is untouched. Default n: 2048 on CPU, 4096 on CUDA."""
+    FLOPs each, best of at least `repeat` runs lasting at least `min_seconds`, after two warm-ups.
+    Uses its own random generator: the global RNG (and so a training run's reproducibility) is
+    untouched. `device` is "cpu", "cuda" or "cuda:N". Default n: 2048 on CPU, 4096 on CUDA."""
     import torch
 
-    allowed = CUDA_DTYPES if device == "cuda" else CPU_DTYPES
+    kind = device.split(":")[0]
+    allowed = CUDA_DTYPES if kind == "cuda" else CPU_DTYPES
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r} is not allowed; expected cpu, cuda or cuda:N")
     if dtype not in allowed:
         why = " (fp16 runs at about 1 GFLOP/s on CPU: never use it there)" if dtype == "fp16" else ""
         raise ValueError(f"dtype={dtype!r}: on {device} expected one of {', '.join(allowed)}{why}")
-    n = n or (4096 if device == "cuda" else 2048)
+    n = n or (4096 if kind == "cuda" else 2048)
     tdt = _torch_dtype(torch, dtype)
     gen = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(n, n, device=device, generator=gen).to(tdt)  # (n, n)
     b = torch.randn(n, n, device=device, generator=gen).to(tdt)  # (n, n)
     flop = 2.0 * n**3
-    if device == "cuda":
+    if kind == "cuda":
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
         try:
-            t = _best_seconds(lambda: torch.mm(a, b), repeat=repeat, warmup=2, sync=torch.cuda.synchronize)
+            t = _best_seconds(lambda: torch.mm(a, b), repeat=repeat, warmup=2, sync=torch.cuda.synchronize,
+                              min_seconds=min_seconds)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
         return (GemmResult(dtype=dtype, path="torch.mm", n=n, seconds=t, flops_per_s=flop / t),)
-    t = _best_seconds(lambda: torch.mm(a, b), repeat=repeat, warmup=2)
+    t = _best_seconds(lambda: torch.mm(a, b), repeat=repeat, warmup=2, min_seconds=min_seconds)
     results = [GemmResult(dtype=dtype, path="torch.mm", n=n, seconds=t, flops_per_s=flop / t)]
     linear = getattr(getattr(torch._C, "_nn", None), "mkldnn_linear", None)
     if linear is not None and torch.backends.mkldnn.is_available():
         try:
             am, bm = a.to_mkldnn(), b.to_mkldnn()
-            t = _best_seconds(lambda: linear(am, bm, None), repeat=repeat, warmup=2)
+            t = _best_seconds(lambda: linear(am, bm, None), repeat=repeat, warmup=2, min_seconds=min_seconds)
             results.append(GemmResult(dtype=dtype, path="mkldnn_linear", n=n, seconds=t, flops_per_s=flop / t))
         except RuntimeError:  # this build or CPU lacks the oneDNN kernel for the dtype
             pass

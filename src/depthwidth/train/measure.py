@@ -17,7 +17,6 @@ import os
 import platform
 import resource
 import sys
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,6 @@ from pathlib import Path
 import torch
 
 GEMM_N = {"cpu": 1024, "cuda": 8192}
-_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,32 +75,14 @@ def _profile_peak(path: Path, *, dtype: str, threads: int, device: torch.device)
 def measure_gemm_flops(*, dtype: str, device: torch.device, n: int | None = None, reps: int = 5,
                        min_seconds: float = 0.25) -> dict[str, float]:
     """Best FLOP/s of an n x n x n GEMM over at least `reps` runs and `min_seconds`, by path
-    ("mm", and "onednn" on CPU). Best-of, because other work on the machine only slows it down."""
-    n = n or GEMM_N[device.type]
-    gen = torch.Generator(device=device).manual_seed(0)  # never touches the global RNG
-    tdtype = _TORCH_DTYPES[dtype]
-    a = torch.randn(n, n, generator=gen, device=device).to(tdtype)
-    b = torch.randn(n, n, generator=gen, device=device).to(tdtype)
-    paths = {"mm": lambda: torch.mm(a, b)}
-    if device.type == "cpu" and torch.backends.mkldnn.is_available():
-        am, bm = a.to_mkldnn(), b.to_mkldnn()
-        paths["onednn"] = lambda: torch._C._nn.mkldnn_linear(am, bm, None)
-    out = {}
-    for name, fn in paths.items():
-        try:
-            fn()
-        except RuntimeError:
-            continue
-        best, spent, count = float("inf"), 0.0, 0
-        while count < reps or spent < min_seconds:
-            _sync(device)
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            dt = time.perf_counter() - t0
-            best, spent, count = min(best, dt), spent + dt, count + 1
-        out[name] = 2.0 * n**3 / best
-    return out
+    ("torch.mm", and "mkldnn_linear" (oneDNN) on CPU): `depthwidth.bench.hw.measure_gemm`, the one GEMM
+    measurement of the project (also behind `depthwidth hw measure`). Best-of, because other work on
+    the machine only slows it down."""
+    from depthwidth.bench.hw import measure_gemm
+
+    results = measure_gemm(dtype=dtype, device=str(device), n=n or GEMM_N[device.type], repeat=reps,
+                           min_seconds=min_seconds)
+    return {g.path: g.flops_per_s for g in results}
 
 
 def peak_flops(*, dtype: str, device: torch.device, threads: int, cache_dir: Path,
@@ -132,11 +112,6 @@ def peak_flops(*, dtype: str, device: torch.device, threads: int, cache_dir: Pat
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text).strip("-")[:48] or "device"
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
