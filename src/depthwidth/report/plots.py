@@ -53,8 +53,9 @@ def plot_plan(result: PlanResult, path: str | Path) -> Path:
     grid = [w for w in range(step, int(hi) + step, step) if w >= lo]
     curve = iso_curve(fam, widths=grid)
     if curve:
+        counted = "embeddings and attention" if fam.kind == "iso-compute" else "embeddings"
         ax.plot([c[0] for c in curve], [c[1] for c in curve], color="0.3", lw=2,
-                label="exact budget curve (embeddings included)")
+                label=f"exact budget curve ({counted} counted)")
     mid = len(members) // 2
     ref_w = [lo, hi]
     ax.plot(ref_w, [depths[mid] * (widths[mid] / w) ** 2 for w in ref_w], ls="--", color="tab:red", lw=1,
