@@ -1,0 +1,103 @@
+"""How large a loss difference has to be before it means anything: a study-wide noise estimate.
+
+Two estimates, in order of preference:
+
+1. **seeds** - the pooled within-shape standard deviation of the final validation loss over seeds
+   (each shape at its selected LR): s^2 = sum_i (n_i - 1) s_i^2 / sum_i (n_i - 1), the usual pooled
+   variance of a one-way layout. The standard error of the difference of two shape means is
+   s * sqrt(1/n_a + 1/n_b).
+2. **eval-curve** - with one seed per shape there is no seed spread to measure. Instead, each run's
+   last `TAIL` validation evaluations are fitted with a straight line in log(tokens), and the residual
+   standard deviation (pooled over runs) is taken as the noise of one final loss; the difference of
+   two runs then has standard error s * sqrt(2). This captures evaluation and late-training
+   fluctuation but not the spread between initialisations, so it is a *lower bound* on seed noise:
+   a difference it calls real may still be seed luck. The report says so.
+
+A difference is called real when it exceeds `Z` standard errors (Z = 2, about a 95% two-sided level
+for normal errors). With neither estimate the noise is unknown and no winner is crowned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from depthwidth.report.rows import ShapeResult
+
+NOISE_METHODS = ("seeds", "eval-curve", "none")
+TAIL = 4
+Z = 2.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NoiseEstimate:
+    method: str  # "seeds" | "eval-curve" | "none"
+    sigma: float | None  # standard deviation of one run's final loss
+    dof: int  # degrees of freedom behind sigma
+    description: str
+
+    def __post_init__(self) -> None:
+        if self.method not in NOISE_METHODS:
+            raise ValueError(f"method={self.method!r} is not allowed; expected one of {', '.join(NOISE_METHODS)}")
+        if self.sigma is not None and not (math.isfinite(self.sigma) and self.sigma >= 0):
+            raise ValueError(f"sigma={self.sigma!r} must be a finite number >= 0")
+
+    def threshold(self, a: ShapeResult, b: ShapeResult, *, z: float = Z) -> float | None:
+        """The loss difference between a and b that counts as real: z x its standard error."""
+        if self.sigma is None:
+            return None
+        if self.method == "seeds":
+            return z * self.sigma * math.sqrt(1 / max(a.n_seeds, 1) + 1 / max(b.n_seeds, 1))
+        return z * self.sigma * math.sqrt(2)
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "sigma": self.sigma, "dof": self.dof, "description": self.description}
+
+
+def curve_tail_noise(tokens: Sequence[float], losses: Sequence[float], *, tail: int = TAIL) -> tuple[float, int] | None:
+    """(residual sum of squares, degrees of freedom) of a straight-line fit of the last `tail` finite
+    validation losses against log(tokens); None with fewer than 3 such points."""
+    pts = [(math.log(t), v) for t, v in zip(tokens, losses)
+           if t and t > 0 and v is not None and math.isfinite(v)][-tail:]
+    if len(pts) < 3:
+        return None
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    rss = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys))
+    return rss, len(pts) - 2
+
+
+def estimate_noise(results: Sequence[ShapeResult]) -> NoiseEstimate:
+    """The study-wide noise of one run's final loss (module docstring: methods and their limits)."""
+    ss, dof = 0.0, 0
+    for r in results:
+        if r.n_seeds > 1:
+            ss += (r.n_seeds - 1) * r.loss_std**2
+            dof += r.n_seeds - 1
+    if dof:
+        sigma = math.sqrt(ss / dof)
+        return NoiseEstimate(method="seeds", sigma=sigma, dof=dof, description=(
+            f"seed noise: pooled standard deviation over seeds {sigma:.4f} ({dof} degrees of freedom); "
+            f"a difference is real above {Z:g} standard errors of the difference"))
+    ss, dof = 0.0, 0
+    for r in results:
+        for c in r.curves:
+            tail = curve_tail_noise(c.tokens, c.val_loss)
+            if tail is not None:
+                ss += tail[0]
+                dof += tail[1]
+    if dof:
+        sigma = math.sqrt(ss / dof)
+        return NoiseEstimate(method="eval-curve", sigma=sigma, dof=dof, description=(
+            f"one seed per shape: noise estimated from the scatter of the last {TAIL} validation evaluations "
+            f"around a trend, {sigma:.4f} ({dof} degrees of freedom); this is a lower bound on seed noise - "
+            "run more seeds to know"))
+    return NoiseEstimate(method="none", sigma=None, dof=0, description=(
+        "no noise estimate: one seed per shape and too few validation evaluations; loss differences "
+        "cannot be judged"))
+
+
+__all__ = ["NoiseEstimate", "NOISE_METHODS", "Z", "curve_tail_noise", "estimate_noise"]

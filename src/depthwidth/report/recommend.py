@@ -1,0 +1,203 @@
+"""Pick a shape under a decode-latency and memory limit, and say what the choice costs.
+
+Rule:
+1. Every shape with a completed run gets its batch-1 decode latency and memory on the target hardware
+   (`report.targets`: measured where measured, predicted otherwise, the source stated per shape).
+2. Feasible shapes meet every limit given. Among them the lowest mean validation loss is the
+   candidate; the unconstrained best is the lowest loss of all.
+3. Noise (`report.noise`): every feasible shape whose loss is within the noise threshold of the
+   candidate is tied with it. When the tie holds more than one shape, no shape wins on loss; the
+   recommendation is then the tied shape with the lowest decode latency, and the text says that the
+   loss differences are within noise. With no noise estimate at all, the same: no winner on loss.
+4. The trade against the unconstrained best is stated as "+0.021 loss for 38% lower decode latency".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from depthwidth.report.noise import NoiseEstimate, estimate_noise
+from depthwidth.report.rows import ShapeResult
+from depthwidth.report.study_tables import nbytes
+from depthwidth.report.targets import TargetEstimate, estimate_target
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Constraints:
+    hardware: str
+    max_decode_ms: float | None = None
+    max_memory_gb: float | None = None
+    memory: str = "serving"
+    context: int | None = None
+    dtype: str = "bf16"
+    group: str | None = None  # only shapes of this budget group
+
+    def __post_init__(self) -> None:
+        for name in ("max_decode_ms", "max_memory_gb"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}={value!r} must be a positive number")
+        if self.context is not None and (isinstance(self.context, bool) or not isinstance(self.context, int)
+                                         or self.context < 1):
+            raise ValueError(f"context={self.context!r} must be a positive integer")
+
+    def to_dict(self) -> dict:
+        return {"hardware": self.hardware, "max_decode_ms": self.max_decode_ms, "max_memory_gb": self.max_memory_gb,
+                "memory": self.memory, "context": self.context, "dtype": self.dtype, "group": self.group}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    result: ShapeResult
+    target: TargetEstimate
+    feasible: bool
+    reasons: tuple[str, ...]  # why not feasible
+
+    def to_dict(self) -> dict:
+        r = self.result
+        return {"group": r.group, "label": r.label, "loss_mean": r.loss_mean, "loss_std": r.loss_std,
+                "n_seeds": r.n_seeds, "aspect_ratio": r.aspect_ratio, "feasible": self.feasible,
+                "reasons": list(self.reasons), **{k: v for k, v in self.target.to_dict().items() if k != "key"}}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Recommendation:
+    constraints: Constraints
+    candidates: tuple[Candidate, ...]  # sorted by loss
+    best: Candidate | None  # unconstrained best loss
+    chosen: Candidate | None  # the recommendation (None when nothing is feasible)
+    tied: tuple[Candidate, ...]  # feasible shapes within noise of the best feasible loss (chosen included)
+    decided_by: str  # "loss" | "latency (losses within noise)" | "none"
+    noise: NoiseEstimate
+    verdict: str  # one or two plain sentences
+    trade: str | None  # "+0.021 loss for 38% lower decode latency" (None when chosen is the best)
+
+    @property
+    def within_noise(self) -> bool:
+        return self.decided_by != "loss"
+
+    def to_dict(self) -> dict:
+        key = lambda c: None if c is None else c.result.key  # noqa: E731
+        return {"constraints": self.constraints.to_dict(), "best": key(self.best), "chosen": key(self.chosen),
+                "tied": [c.result.key for c in self.tied], "decided_by": self.decided_by,
+                "within_noise": self.within_noise, "noise": self.noise.to_dict(), "verdict": self.verdict,
+                "trade": self.trade, "candidates": [c.to_dict() for c in self.candidates]}
+
+
+def recommend(
+    results: Sequence[ShapeResult],
+    constraints: Constraints,
+    *,
+    seq_len: int | None = None,
+    batch_size: int = 1,
+    noise: NoiseEstimate | None = None,
+) -> Recommendation:
+    """The recommendation for `constraints` over `results` (module docstring: the rule)."""
+    pool = [r for r in results if r.loss_mean is not None and (constraints.group is None or r.group == constraints.group)]
+    if constraints.group is not None and not any(r.group == constraints.group for r in results):
+        groups = sorted({r.group for r in results})
+        raise ValueError(f"group={constraints.group!r} is not in this study; groups: {', '.join(groups)}")
+    noise = noise or estimate_noise(results)
+    candidates = []
+    for r in sorted(pool, key=lambda r: r.loss_mean):
+        t = estimate_target(r, hardware=constraints.hardware, context=constraints.context, dtype=constraints.dtype,
+                            memory=constraints.memory, seq_len=seq_len, batch_size=batch_size)
+        reasons = []
+        if constraints.max_decode_ms is not None:
+            if t.decode_ms is None:
+                reasons.append("decode latency unknown")
+            elif t.decode_ms > constraints.max_decode_ms:
+                reasons.append(f"decode {t.decode_ms:.3g} ms > {constraints.max_decode_ms:g} ms")
+        if constraints.max_memory_gb is not None and t.memory_bytes / 1e9 > constraints.max_memory_gb:
+            reasons.append(f"memory {t.memory_bytes / 1e9:.3g} GB > {constraints.max_memory_gb:g} GB")
+        candidates.append(Candidate(result=r, target=t, feasible=not reasons, reasons=tuple(reasons)))
+    if not candidates:
+        return Recommendation(constraints=constraints, candidates=(), best=None, chosen=None, tied=(),
+                              decided_by="none", noise=noise, trade=None,
+                              verdict="No completed run: there is nothing to recommend.")
+    best = candidates[0]
+    feasible = [c for c in candidates if c.feasible]
+    if not feasible:
+        fastest = min((c for c in candidates if c.target.decode_ms is not None), key=lambda c: c.target.decode_ms,
+                      default=None)
+        hint = "" if fastest is None else (
+            f" The fastest is {fastest.result.label} ({fastest.result.group}) at {fastest.target.decode_ms:.3g} ms "
+            f"per token, {nbytes(fastest.target.memory_bytes)}.")
+        return Recommendation(constraints=constraints, candidates=tuple(candidates), best=best, chosen=None, tied=(),
+                              decided_by="none", noise=noise, trade=None,
+                              verdict=f"No shape meets the limits ({_limits(constraints)}).{hint}")
+    top = feasible[0]
+    tied = tuple(c for c in feasible if _within(noise, top, c))
+    if len(tied) > 1 or noise.sigma is None:
+        chosen = min(tied, key=lambda c: (math.inf if c.target.decode_ms is None else c.target.decode_ms))
+        decided_by = "latency (losses within noise)"
+    else:
+        chosen, decided_by = top, "loss"
+    verdict = _verdict(chosen=chosen, tied=tied, decided_by=decided_by, noise=noise, constraints=constraints)
+    trade = None if chosen is best else _trade(chosen, best, noise)
+    return Recommendation(constraints=constraints, candidates=tuple(candidates), best=best, chosen=chosen, tied=tied,
+                          decided_by=decided_by, noise=noise, verdict=verdict, trade=trade)
+
+
+def _within(noise: NoiseEstimate, a: Candidate, b: Candidate) -> bool:
+    if a is b:
+        return True
+    threshold = noise.threshold(a.result, b.result)
+    return threshold is None or abs(b.result.loss_mean - a.result.loss_mean) <= threshold
+
+
+def _under(c: Constraints) -> str:
+    if c.max_decode_ms is None and c.max_memory_gb is None:
+        return f"with no latency or memory limit ({c.hardware})"
+    return f"under {_limits(c)}"
+
+
+def _limits(c: Constraints) -> str:
+    parts = []
+    if c.max_decode_ms is not None:
+        parts.append(f"decode <= {c.max_decode_ms:g} ms/token")
+    if c.max_memory_gb is not None:
+        parts.append(f"{c.memory} memory <= {c.max_memory_gb:g} GB")
+    return ", ".join(parts) + f" on {c.hardware}" if parts else f"no latency or memory limit ({c.hardware})"
+
+
+def _verdict(*, chosen: Candidate, tied, decided_by: str, noise: NoiseEstimate, constraints: Constraints) -> str:
+    r, t = chosen.result, chosen.target
+    head = (f"Recommended: {r.label} ({r.group}), loss {r.loss_mean:.4f}, decode {_ms(t.decode_ms)} per token "
+            f"({t.decode_source}), {t.memory_kind} memory {nbytes(t.memory_bytes)}, {_under(constraints)}.")
+    if decided_by == "loss":
+        return head + f" Its loss is lower than every other feasible shape by more than the noise ({noise.method})."
+    if noise.sigma is None:
+        return head + (" No winner on loss: there is no noise estimate (one seed, too few evaluations), so the "
+                       "fastest feasible shape is named; run more seeds to compare losses.")
+    others = [c.result.label for c in tied if c is not chosen]
+    spread = max(c.result.loss_mean for c in tied) - min(c.result.loss_mean for c in tied)
+    return head + (f" No winner on loss: {', '.join(others)} {'is' if len(others) == 1 else 'are'} within noise "
+                   f"of it (spread {spread:.4f}, noise sigma {noise.sigma:.4f} by {noise.method}), so the fastest of "
+                   "them is named.")
+
+
+def _trade(chosen: Candidate, best: Candidate, noise: NoiseEstimate) -> str:
+    dl = chosen.result.loss_mean - best.result.loss_mean
+    text = f"{dl:+.3f} loss"
+    if _within(noise, best, chosen) and noise.sigma is not None:
+        text += " (within noise)"
+    a, b = chosen.target.decode_ms, best.target.decode_ms
+    gains = []
+    if a is not None and b:
+        change = (b - a) / b
+        gains.append(f"{abs(change):.0%} {'lower' if change >= 0 else 'higher'} decode latency")
+    ma, mb = chosen.target.memory_bytes, best.target.memory_bytes
+    if ma is not None and mb and abs(mb - ma) / mb >= 0.005:
+        change = (mb - ma) / mb
+        gains.append(f"{abs(change):.0%} {'less' if change >= 0 else 'more'} {chosen.target.memory_kind} memory")
+    return text + (" for " + " and ".join(gains) if gains else "") + f" than the unconstrained best {best.result.label}"
+
+
+def _ms(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.3g} ms"
+
+
+__all__ = ["Candidate", "Constraints", "Recommendation", "recommend"]

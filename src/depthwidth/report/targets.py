@@ -1,0 +1,136 @@
+"""Serving latency and memory of each shape on a target hardware: measured where measured, predicted
+otherwise, and always saying which.
+
+A bench run's measurement applies to the target when the target is the hardware it ran on: the same
+hardware name as the profile its predictions used, or both a CPU ("cpu", "measured-cpu"), or the
+target "measured" (the study's own machine). Otherwise the roofline of
+`depthwidth.shapes.latency.predict_decode` / `predict_prefill` for the target's `HardwareSpec`
+gives the number. Batch 1 throughout (the latency a single user sees).
+
+Memory ("serving", the default): weights plus the KV cache of one sequence at the context, in the
+serving dtype - `count_params(shape).total` x bytes per element + `kv_cache_bytes_per_token` x context
+(analytic, exact for our model: the bench checks its KV cache against the same formula). Memory
+("training"): the peak training memory per device the study measured, else
+`shapes.memory.memory(...).total_training_bytes` for the study's sequence length and batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from depthwidth.report.rows import ShapeResult
+
+MEMORY_KINDS = ("serving", "training")
+MEASURED = "measured"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TargetEstimate:
+    """Batch-1 latency and memory of one shape on the target hardware, each with its source."""
+
+    key: str
+    hardware: str
+    decode_ms: float | None
+    decode_source: str  # "measured on cpu" | "predicted for h100-sxm" | "unavailable"
+    prefill_ms: float | None
+    prefill_source: str
+    memory_bytes: float | None
+    memory_source: str
+    memory_kind: str
+    context: int
+    prompt_len: int
+
+    @property
+    def decode_measured(self) -> bool:
+        return self.decode_source.startswith("measured")
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "hardware": self.hardware, "decode_ms": self.decode_ms,
+                "decode_source": self.decode_source, "prefill_ms": self.prefill_ms,
+                "prefill_source": self.prefill_source, "memory_bytes": self.memory_bytes,
+                "memory_source": self.memory_source, "memory_kind": self.memory_kind, "context": self.context,
+                "prompt_len": self.prompt_len}
+
+
+def resolve_hardware(name: str) -> str:
+    """The canonical hardware name ('measured' stays as is); ValueError listing the known names."""
+    if name.strip().lower() == MEASURED:
+        return MEASURED
+    from depthwidth.shapes.hardware import get_hardware
+
+    return get_hardware(name).name
+
+
+def measured_applies(target: str, bench_hardware: str | None) -> bool:
+    if bench_hardware is None:
+        return False
+    if target == MEASURED:
+        return True
+    bench = bench_hardware.lower()
+    return bench == target or (target == "cpu" and bench in ("cpu", "measured-cpu"))
+
+
+def estimate_target(
+    result: ShapeResult,
+    *,
+    hardware: str,
+    context: int | None = None,
+    prompt_len: int | None = None,
+    dtype: str = "bf16",
+    memory: str = "serving",
+    seq_len: int | None = None,
+    batch_size: int = 1,
+) -> TargetEstimate:
+    """Latency and memory of `result`'s shape on `hardware` (module docstring: the rules).
+
+    context / prompt_len default to the lengths the bench measured, else `seq_len`, else the shape's
+    max_seq_len. dtype is the serving dtype of predictions and of serving memory.
+    """
+    from depthwidth.shapes.hardware import dtype_bytes
+    from depthwidth.shapes.latency import predict_decode, predict_prefill
+    from depthwidth.shapes.memory import kv_cache_bytes_per_token
+    from depthwidth.shapes.params import count_params
+
+    if memory not in MEMORY_KINDS:
+        raise ValueError(f"memory={memory!r} is not allowed; expected one of {', '.join(MEMORY_KINDS)}")
+    target = resolve_hardware(hardware)
+    shape = result.shape
+    default_len = seq_len or shape.max_seq_len
+    context = context or result.bench_context or default_len
+    prompt_len = prompt_len or result.bench_prompt_len or default_len
+    for name, value in (("context", context), ("prompt_len", prompt_len)):
+        if value > shape.max_seq_len:
+            raise ValueError(f"{name}={value} exceeds max_seq_len={shape.max_seq_len} of {result.label}")
+    measured = measured_applies(target, result.bench_hardware)
+    where = "this machine" if target == MEASURED else target
+
+    def pick(measured_ms, measured_len, want_len, predict) -> tuple[float | None, str]:
+        if measured and measured_ms is not None and measured_len == want_len:
+            return measured_ms, f"measured on {result.bench_hardware}"
+        if target == MEASURED:
+            return None, "unavailable (not measured at this length)"
+        return predict() * 1e3, f"predicted for {target}"
+
+    decode_ms, decode_source = pick(
+        result.measured_decode_ms, result.bench_context, context,
+        lambda: predict_decode(shape, hardware=target, batch=1, context=context, dtype=dtype).total_s)
+    prefill_ms, prefill_source = pick(
+        result.measured_prefill_ms, result.bench_prompt_len, prompt_len,
+        lambda: predict_prefill(shape, hardware=target, batch=1, prompt_len=prompt_len, dtype=dtype).total_s)
+
+    if memory == "serving":
+        nbytes = count_params(shape).total * dtype_bytes(dtype) + kv_cache_bytes_per_token(shape, dtype=dtype) * context
+        memory_source = f"analytic: {dtype} weights + KV cache of {context} tokens"
+    elif result.peak_memory_bytes is not None:
+        nbytes, memory_source = float(result.peak_memory_bytes), "measured peak training memory"
+    else:
+        from depthwidth.shapes.memory import memory as memory_of
+
+        nbytes = memory_of(shape, seq_len=seq_len or shape.max_seq_len, micro_batch=batch_size).total_training_bytes
+        memory_source = "analytic training memory (fp32, AdamW)"
+    return TargetEstimate(key=result.key, hardware=where, decode_ms=decode_ms, decode_source=decode_source,
+                          prefill_ms=prefill_ms, prefill_source=prefill_source, memory_bytes=float(nbytes),
+                          memory_source=memory_source, memory_kind=memory, context=context, prompt_len=prompt_len)
+
+
+__all__ = ["MEMORY_KINDS", "MEASURED", "TargetEstimate", "estimate_target", "measured_applies", "resolve_hardware"]
