@@ -1,0 +1,81 @@
+"""Everything a study report shows, computed (no files written): target-hardware estimates, the
+comparison table, trend fits, noise and the recommendation. `report.export.write_report` renders it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from depthwidth.report.noise import NoiseEstimate, estimate_noise
+from depthwidth.report.recommend import Constraints, Recommendation, recommend
+from depthwidth.report.rows import StudyData
+from depthwidth.report.study_tables import Comparison, comparison
+from depthwidth.report.targets import MEASURED, TargetEstimate, estimate_target, resolve_hardware
+from depthwidth.report.trends import TrendPoint, TrendReport, fit_trends
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Report:
+    study: StudyData
+    hardware: str
+    targets: dict[str, TargetEstimate]
+    table: Comparison
+    trends: TrendReport
+    noise: NoiseEstimate
+    recommendation: Recommendation
+
+    def to_dict(self) -> dict:
+        return {"study": self.study.to_dict(), "hardware": self.hardware,
+                "targets": {k: v.to_dict() for k, v in self.targets.items()}, "table": self.table.to_dict(),
+                "trends": self.trends.to_dict(), "noise": self.noise.to_dict(),
+                "recommendation": self.recommendation.to_dict()}
+
+
+def default_hardware(study: StudyData) -> str:
+    """The study's own hardware when it is a known name, else 'measured' (its measurements)."""
+    try:
+        return resolve_hardware(study.protocol.hardware or MEASURED)
+    except ValueError:
+        return MEASURED
+
+
+def trend_points(study: StudyData) -> list[TrendPoint]:
+    return [TrendPoint(label=r.label, aspect_ratio=r.aspect_ratio, n=r.non_embedding_params, d=max(r.tokens, 1),
+                       loss=v) for r in study.results for v in r.seed_losses if v > 0]
+
+
+def build_report(
+    study: StudyData,
+    *,
+    hardware: str | None = None,
+    constraints: Constraints | None = None,
+    n_bootstrap: int = 200,
+    seed: int = 0,
+) -> Report:
+    """Compute the report of `study` for `hardware` (default: the study's). `constraints` default to
+    none (the recommendation is then the best loss, judged against noise)."""
+    hw = resolve_hardware(hardware) if hardware else default_hardware(study)
+    constraints = constraints or Constraints(hardware=hw)
+    p = study.protocol
+    targets = {}
+    for r in study.results:
+        try:
+            targets[r.key] = estimate_target(r, hardware=hw, seq_len=p.seq_len or None, batch_size=p.batch_size or 1)
+        except ValueError:
+            continue  # a bench length beyond the model's table: shown as not available
+    noise = estimate_noise(study.results)
+    rec = recommend(study.results, constraints, seq_len=p.seq_len or None, batch_size=p.batch_size or 1, noise=noise)
+    trends = fit_trends(trend_points(study), n_bootstrap=n_bootstrap, seed=seed)
+    table = comparison(study, targets=targets, hardware=hw if hw != MEASURED else "this machine")
+    return Report(study=study, hardware=hw, targets=targets, table=table, trends=trends, noise=noise,
+                  recommendation=rec)
+
+
+def report_for(study_dir: str | os.PathLike, **kwargs) -> Report:
+    """`build_report(load_study(study_dir), **kwargs)`."""
+    from depthwidth.report.data import load_study
+
+    return build_report(load_study(study_dir), **kwargs)
+
+
+__all__ = ["Report", "build_report", "default_hardware", "report_for", "trend_points"]

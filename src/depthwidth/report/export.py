@@ -1,0 +1,163 @@
+"""Write a study report to a folder: index.html (self-contained), report.md, results.csv, results.json,
+and every plot as PNG and SVG. Files are written to a temporary name and renamed, so an interrupted
+write never leaves a half page that looks complete."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from depthwidth.report.build import Report
+from depthwidth.report.study_plots import Figure
+
+HTML_NAME = "index.html"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReportFiles:
+    folder: Path
+    html: Path
+    markdown: Path
+    csv: Path
+    json: Path
+    figures: tuple[Figure, ...]
+    notes: tuple[str, ...]  # plots that were left out, and why
+
+    def to_dict(self) -> dict:
+        return {"folder": str(self.folder), "html": str(self.html), "markdown": str(self.markdown),
+                "csv": str(self.csv), "json": str(self.json), "figures": [f.to_dict() for f in self.figures],
+                "notes": list(self.notes)}
+
+
+def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
+    """Every plot of the report, in page order; (figures, notes on what was left out)."""
+    from depthwidth.report import study_plots as sp
+    from depthwidth.report.study_tradeoff import plot_tradeoffs
+    from depthwidth.report.targets import MEASURED
+
+    s = report.study
+    figures: list[Figure | None] = [
+        sp.plot_basin(s, out),
+        sp.plot_curves(s, out),
+        sp.plot_pareto_latency(s, report.targets, out, hardware=report.table.hardware),
+        sp.plot_pareto_throughput(s, out),
+    ]
+    notes: list[str] = []
+    trade_hw = report.hardware if report.hardware != MEASURED else "cpu"
+    trade, skipped = plot_tradeoffs(s, out, hardware=trade_hw)
+    figures += trade
+    notes += [f"trade-off picture left out for {x}" for x in skipped]
+    figures += [sp.plot_slices(s, out), sp.plot_latency_check(s, out), sp.plot_fits(s, report.trends, out)]
+    names = ("basin", "curves", "pareto_latency", "pareto_throughput")
+    for name, fig in zip(names, figures[:4]):
+        if fig is None:
+            notes.append(f"{name}: no data to plot")
+    return [f for f in figures if f is not None], notes
+
+
+def write_report(report: Report, out_dir: str | os.PathLike) -> ReportFiles:
+    """Draw the plots and write every file of the report into `out_dir` (created when missing)."""
+    from depthwidth.report.html import render_html
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out} exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    figures, notes = draw_figures(report, out)
+    html_path = _write(out / HTML_NAME, render_html(report, figures, notes=notes))
+    md_path = _write(out / "report.md", render_markdown(report, figures, notes=notes))
+    csv_path = _write(out / "results.csv", render_csv(report))
+    payload = report.to_dict() | {"figures": [f.to_dict() for f in figures], "notes": notes}
+    json_path = _write(out / "results.json", json.dumps(_clean(payload), indent=2, default=str) + "\n")
+    return ReportFiles(folder=out, html=html_path, markdown=md_path, csv=csv_path, json=json_path,
+                       figures=tuple(figures), notes=tuple(notes))
+
+
+def _write(path: Path, text: str) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _clean(value):
+    """JSON without NaN or infinity (null instead), keys as strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def render_csv(report: Report) -> str:
+    """One row per (budget, shape), raw values; the header is the comparison table's column keys."""
+    t = report.table
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([c.key for c in t.columns])
+    for row in t.rows:
+        writer.writerow(["" if row.get(c.key) is None else row.get(c.key) for c in t.columns])
+    return buf.getvalue()
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report, figures, *, notes=()) -> str:
+    s, p, rec, t = report.study, report.study.protocol, report.recommendation, report.table
+    keys = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr", "val_loss",
+            "val_loss_std", "n_seeds", "tokens_per_s", "measured_decode_ms", "target_decode_ms")
+    cols = [c for c in t.columns if c.key in keys]
+    lines = [f"# Depth versus width: {_md_escape(s.name)}", ""]
+    if s.description:
+        lines += [_md_escape(s.description), ""]
+    lines += ["## Study and protocol", ""]
+    tokens = ", ".join(f"{g}: {v:,}" for g, v in p.tokens_by_group.items() if v is not None)
+    for k, v in (("corpus", f"{p.corpus} (hash {', '.join(p.corpus_hashes) or '-'})"), ("tokenizer", p.tokenizer),
+                 ("sequence length / batch", f"{p.seq_len} / {p.batch_size}"), ("training tokens per run", tokens),
+                 ("learning-rate grid", p.lr_grid), ("LR trials per shape", ", ".join(map(str, p.lr_trials))),
+                 ("seeds", ", ".join(map(str, p.seeds))), ("batch-stream hashes", ", ".join(p.batch_stream_hashes)),
+                 ("fair", "yes" if p.fair else "NO")):
+        lines.append(f"- **{k}**: {_md_escape(v)}")
+    lines += ["", "## Protocol warnings", ""]
+    lines += [f"- {_md_escape(w)}" for w in (*p.warnings, *s.notes)] or ["- none"]
+    lines += ["", "## Comparison", "", "| " + " | ".join(c.title for c in cols) + " |",
+              "|" + "---|" * len(cols)]
+    for row in t.rows:
+        lines.append("| " + " | ".join(_md_escape(t.text(row, c.key)) for c in cols) + " |")
+    lines += ["", "All columns are in results.csv.", "", "## Plots", ""]
+    for f in figures:
+        lines += [f"![{f.title}]({f.png.name})", "", f"*{_md_escape(f.caption)}* ([SVG]({f.svg.name}))", ""]
+    lines += [f"- {_md_escape(n)}" for n in notes]
+    lines += ["", "## Trend fits", ""]
+    for f in report.trends.families:
+        if f.fit is None:
+            lines.append(f"- {f.family}: {_md_escape(f.skipped)}")
+        else:
+            iv = f.fit.intervals
+            lines.append(f"- {f.family}: L(N) = {iv['E'].value:.4g} [{iv['E'].lo:.4g}, {iv['E'].hi:.4g}] + "
+                         f"{iv['A'].value:.4g}/N^{iv['alpha'].value:.3f} "
+                         f"(alpha 95% [{iv['alpha'].lo:.3f}, {iv['alpha'].hi:.3f}], {f.distinct_n} scales)")
+    for x in report.trends.extrapolation:
+        lines.append(f"- {x.family} at N={x.n:.3g}: {x.loss.value:.4f} [{x.loss.lo:.4f}, {x.loss.hi:.4f}]")
+    lines += [f"- warning: {_md_escape(w)}" for w in report.trends.warnings]
+    lines += ["", "## Recommendation", "", _md_escape(rec.verdict), ""]
+    if rec.trade:
+        lines += [f"Trade: {_md_escape(rec.trade)}.", ""]
+    lines += [f"Noise: {_md_escape(rec.noise.description)}", "", "## Runs that did not complete", ""]
+    bad = s.problem_runs
+    lines += [f"- {r.status}: {r.kind} {_md_escape(r.label)} ({_md_escape(r.group)}) lr={r.lr} seed={r.seed}"
+              f"{'' if r.diverged_at_step is None else f' diverged at step {r.diverged_at_step}'}: "
+              f"{_md_escape(r.error or '')}" for r in bad] or ["- none"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["HTML_NAME", "ReportFiles", "draw_figures", "render_csv", "render_markdown", "write_report"]

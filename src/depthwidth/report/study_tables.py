@@ -1,0 +1,161 @@
+"""The comparison table of a study: one row per (budget group, shape), raw values plus their text.
+
+`comparison(study, targets=...)` returns a `Comparison` (columns and rows of raw values), which the HTML
+page, report.md, results.csv and the CLI's rich table all render, so they always agree. Column keys are
+stable and are the CSV header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from depthwidth.report.rows import ShapeResult, StudyData
+from depthwidth.report.targets import TargetEstimate
+
+
+def _count(n: float) -> str:
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= scale:
+            return f"{n / scale:.4g}{suffix}"
+    return f"{n:.4g}"
+
+
+def nbytes(n: float) -> str:
+    """Binary units: 1536 -> '1.5 KiB'."""
+    for scale, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {suffix}"
+    return f"{int(n)} B"
+
+
+def _g(digits: int) -> Callable[[Any], str]:
+    return lambda v: f"{v:.{digits}g}"
+
+
+def _f(digits: int) -> Callable[[Any], str]:
+    return lambda v: f"{v:.{digits}f}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Column:
+    key: str
+    title: str
+    fmt: Callable[[Any], str] = str
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Comparison:
+    columns: tuple[Column, ...]
+    rows: tuple[dict[str, Any], ...]  # key -> raw value (None when not measured)
+    hardware: str
+
+    def text(self, row: dict[str, Any], key: str) -> str:
+        col = next(c for c in self.columns if c.key == key)
+        value = row.get(key)
+        if value is None or value == "":
+            return "-"
+        return col.fmt(value)
+
+    def section(self, keys: tuple[str, ...]) -> tuple[Column, ...]:
+        """The columns of `keys` in table order; the slice-loss columns go with "val_loss"."""
+        return tuple(c for c in self.columns if c.key in keys or (c.key.startswith("slice:") and "val_loss" in keys))
+
+    def text_rows(self) -> list[list[str]]:
+        return [[self.text(r, c.key) for c in self.columns] for r in self.rows]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hardware": self.hardware, "columns": [{"key": c.key, "title": c.title, "note": c.note}
+                                                       for c in self.columns], "rows": [dict(r) for r in self.rows]}
+
+
+def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware: str) -> Comparison:
+    """The table for `study`, with the target-hardware estimates `targets` (keyed by ShapeResult.key)."""
+    slices = sorted({k for r in study.results for k in r.slice_losses})
+    columns = [
+        Column(key="group", title="budget"),
+        Column(key="shape", title="shape"),
+        Column(key="n_layers", title="L"),
+        Column(key="d_model", title="d_model"),
+        Column(key="params", title="params", fmt=_count),
+        Column(key="non_embedding_params", title="non-emb params", fmt=_count),
+        Column(key="aspect_ratio", title="d/L", fmt=_f(1)),
+        Column(key="train_flops_per_token", title="train FLOPs/token", fmt=_count),
+        Column(key="best_lr", title="best LR", fmt=_g(3)),
+        Column(key="val_loss", title="val loss", fmt=_f(4), note="mean over seeds at the best LR"),
+        Column(key="val_loss_std", title="± (seeds)", fmt=_f(4), note="standard deviation over seeds"),
+        Column(key="n_seeds", title="seeds"),
+        *[Column(key=f"slice:{s}", title=f"loss {s}", fmt=_f(4)) for s in slices],
+        Column(key="tokens_per_s", title="train tok/s", fmt=lambda v: f"{v:,.0f}"),
+        Column(key="mfu", title="MFU", fmt=lambda v: f"{v:.1%}"),
+        Column(key="peak_memory_bytes", title="peak train mem", fmt=nbytes),
+        Column(key="measured_prefill_ms", title="prefill ms (measured)", fmt=_g(3)),
+        Column(key="measured_decode_ms", title="decode ms (measured)", fmt=_g(3)),
+        Column(key="bench_ratio", title="measured/pred", fmt=lambda v: f"{v:.2f}x",
+               note="decode, against the roofline for the machine it ran on"),
+        Column(key="target_prefill_ms", title=f"prefill ms ({hardware})", fmt=_g(3)),
+        Column(key="target_decode_ms", title=f"decode ms ({hardware})", fmt=_g(3)),
+        Column(key="target_source", title="source"),
+        Column(key="int8_loss_change", title="int8 Δloss", fmt=lambda v: f"{v:+.4f}"),
+        Column(key="lr_edge", title="LR at grid edge", note="the best LR is the lowest or highest tried"),
+        Column(key="warnings", title="protocol warnings"),
+    ]
+    rows = []
+    for r in study.results:
+        t = targets.get(r.key)
+        rows.append(_row(r, t, slices))
+    return Comparison(columns=tuple(columns), rows=tuple(rows), hardware=hardware)
+
+
+def _row(r: ShapeResult, t: TargetEstimate | None, slices: list[str]) -> dict[str, Any]:
+    ratio = None
+    if r.measured_decode_ms and r.bench_predicted_decode_ms:
+        ratio = r.measured_decode_ms / r.bench_predicted_decode_ms
+    source = ""
+    if t is not None:
+        source = t.decode_source if t.decode_source == t.prefill_source else f"{t.decode_source}; prefill {t.prefill_source}"
+    row = {
+        "group": r.group, "shape": r.label, "n_layers": r.n_layers, "d_model": r.d_model, "params": r.params,
+        "non_embedding_params": r.non_embedding_params, "aspect_ratio": r.aspect_ratio,
+        "train_flops_per_token": r.train_flops_per_token, "best_lr": r.best_lr, "val_loss": r.loss_mean,
+        "val_loss_std": r.loss_std, "n_seeds": r.n_seeds,
+        **{f"slice:{s}": r.slice_losses.get(s) for s in slices},
+        "tokens_per_s": r.tokens_per_s, "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes,
+        "measured_prefill_ms": r.measured_prefill_ms, "measured_decode_ms": r.measured_decode_ms,
+        "bench_ratio": ratio,
+        "target_prefill_ms": None if t is None else t.prefill_ms,
+        "target_decode_ms": None if t is None else t.decode_ms,
+        "target_source": source,
+        "int8_loss_change": r.int8_loss_change,
+        "lr_edge": r.lr_edge or "",
+        "warnings": "; ".join(r.warnings),
+    }
+    return row
+
+
+def rich_table(table: Comparison, *, keys: tuple[str, ...] | None = None, title: str = ""):
+    """A rich Table of the comparison (a subset of columns with `keys`)."""
+    from rich import box
+    from rich.table import Table
+
+    cols = [c for c in table.columns if keys is None or c.key in keys]
+    out = Table(title=title or None, box=box.SIMPLE_HEAVY, title_justify="left")
+    for c in cols:
+        out.add_column(c.title, justify="left" if c.key in ("group", "shape", "target_source", "warnings") else "right")
+    for r in table.rows:
+        out.add_row(*[table.text(r, c.key) for c in cols])
+    return out
+
+
+#: the page shows the comparison as two tables: shape and loss, then speed and memory (warnings listed apart)
+LOSS_KEYS = ("group", "shape", "n_layers", "d_model", "params", "non_embedding_params", "aspect_ratio",
+             "train_flops_per_token", "best_lr", "lr_edge", "val_loss", "val_loss_std", "n_seeds", "int8_loss_change")
+SPEED_KEYS = ("group", "shape", "tokens_per_s", "mfu", "peak_memory_bytes", "measured_prefill_ms",
+              "measured_decode_ms", "bench_ratio", "target_prefill_ms", "target_decode_ms", "target_source")
+
+#: the columns the terminal shows (the HTML page and the CSV have all of them)
+TERMINAL_KEYS = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr",
+                 "val_loss", "val_loss_std", "n_seeds", "tokens_per_s", "measured_decode_ms", "target_decode_ms")
+
+__all__ = ["Column", "Comparison", "nbytes", "LOSS_KEYS", "SPEED_KEYS", "TERMINAL_KEYS", "comparison", "rich_table"]
