@@ -140,6 +140,11 @@ def test_context_longer_than_a_checkpoint_table(capsys, trained) -> None:
     _assert_one_line_error(code, err, "contexts", "max_seq_len=32")
 
 
+def test_encoder_shape_is_refused(capsys) -> None:
+    code, _, err = _run(capsys, *SHAPE, "--kind", "encoder", "--prompt-lens", "4", "--contexts", "4")
+    _assert_one_line_error(code, err, "causal decoder", "kind='encoder'")
+
+
 @pytest.mark.parametrize(
     "argv,fragment",
     [

@@ -75,12 +75,18 @@ def validation_loss(model: nn.Module, data: EvalData) -> float:
     return out.loss
 
 
-def quantization_report(loaded: LoadedTarget, *, config) -> QuantizationReport:
+def eval_data_for(loaded: LoadedTarget) -> EvalData | None:
+    """The checkpoint's validation data; None for random weights (no loss to compare)."""
+    return EvalData(loaded.meta) if loaded.meta is not None else None
+
+
+def quantization_report(loaded: LoadedTarget, *, config, data: EvalData | None = None) -> QuantizationReport:
+    """Quantize `loaded.model` to int8 and report what changed; the validation losses when `data`
+    (from `eval_data_for`, built before any timing so a missing corpus fails fast) is given."""
     base = loaded.model
     quantized = quantize_int8(base)
     before = after = None
-    if loaded.meta is not None:  # a trained checkpoint: the loss change is meaningful
-        data = EvalData(loaded.meta)
+    if data is not None:  # a trained checkpoint: the loss change is meaningful
         before = validation_loss(base, data)
         after = validation_loss(quantized, data)
     return QuantizationReport(
@@ -94,4 +100,4 @@ def quantization_report(loaded: LoadedTarget, *, config) -> QuantizationReport:
     )
 
 
-__all__ = ["EvalData", "group_size_findings", "quantization_report", "validation_loss", "weight_bytes"]
+__all__ = ["EvalData", "eval_data_for", "group_size_findings", "quantization_report", "validation_loss", "weight_bytes"]

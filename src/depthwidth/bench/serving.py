@@ -117,6 +117,8 @@ class BenchConfig:
 
     def check_fits(self, shape: Shape) -> None:
         """ValueError naming the field when a length does not fit the model's position table."""
+        if not shape.causal or not shape.lm_head:
+            raise ValueError(f"serving needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})")
         limit = shape.max_seq_len
         if max(self.prompt_lens) > limit:
             raise ValueError(f"prompt_lens: {max(self.prompt_lens)} tokens exceed max_seq_len={limit} of the model")
@@ -130,8 +132,6 @@ class BenchConfig:
                 f"throughput_prompt_len + new_tokens = {self.throughput_prompt_len + self.new_tokens} "
                 f"exceeds max_seq_len={limit} of the model"
             )
-        if not shape.causal or not shape.lm_head:
-            raise ValueError(f"serving needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -247,6 +247,11 @@ def bench(
     loaded = load_target(target, attn_impl=config.attn_impl, seed=config.seed)
     shape = loaded.shape
     config.check_fits(shape)
+    eval_data = None
+    if config.quantize == "int8":  # read the checkpoint's validation data now: a missing corpus fails fast
+        from depthwidth.bench.quant_report import eval_data_for
+
+        eval_data = eval_data_for(loaded)
     variants = config.variants
     per_variant = len(config.prompt_lens) + len(config.contexts) + len(config.batches)
     total_steps = per_variant * len(variants) + (1 if config.quantize else 0)
@@ -305,7 +310,7 @@ def bench(
         if config.quantize == "int8":
             from depthwidth.bench.quant_report import quantization_report
 
-            quant = quantization_report(loaded, config=config)
+            quant = quantization_report(loaded, config=config, data=eval_data)
             tick("int8 quantization report")
     environment = {
         "torch": torch.__version__,
