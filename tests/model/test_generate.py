@@ -90,3 +90,10 @@ def test_too_long_generation_names_the_limit() -> None:
         generate(model, torch.zeros(1, 30, dtype=torch.long), max_new_tokens=11)
     with pytest.raises(ValueError, match="max_new_tokens"):
         generate(model, torch.zeros(1, 3, dtype=torch.long), max_new_tokens=-1)
+
+
+def test_zero_new_tokens_returns_the_prompt() -> None:
+    model = _model(Shape(**BASE), "sdpa")
+    prompt = torch.arange(6).view(2, 3)
+    tokens, logits = generate(model, prompt, max_new_tokens=0, return_logits=True)
+    assert torch.equal(tokens, prompt) and logits.shape == (2, 0, BASE["vocab_size"])

@@ -96,7 +96,9 @@ class BenchConfig:
         _check_lengths("contexts", self.contexts)
         _check_lengths("batches", self.batches, allow_empty=True)
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype={self.dtype!r} is not allowed; expected one of {', '.join(DTYPES)} (no fp16 on CPU)")
+            raise ValueError(
+                f"dtype={self.dtype!r} is not allowed; expected one of {', '.join(DTYPES)} (no fp16 on CPU)"
+            )
         if self.quantize not in QUANTIZE:
             raise ValueError(f"quantize={self.quantize!r} is not allowed; expected None or 'int8'")
         for name, low in (("repeat", 1), ("warmup", 0), ("new_tokens", 1), ("throughput_prompt_len", 1),
@@ -118,7 +120,9 @@ class BenchConfig:
     def check_fits(self, shape: Shape) -> None:
         """ValueError naming the field when a length does not fit the model's position table."""
         if not shape.causal or not shape.lm_head:
-            raise ValueError(f"serving needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})")
+            raise ValueError(
+                f"serving needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})"
+            )
         limit = shape.max_seq_len
         if max(self.prompt_lens) > limit:
             raise ValueError(f"prompt_lens: {max(self.prompt_lens)} tokens exceed max_seq_len={limit} of the model")

@@ -45,7 +45,9 @@ def checkpoint_file(path: Path) -> Path:
     if path.is_dir():
         inner = path / CHECKPOINT
         if not inner.is_file():
-            raise FileNotFoundError(f"checkpoint {path} is a folder without {CHECKPOINT}; give a run folder or a .pt file")
+            raise FileNotFoundError(
+                f"checkpoint {path} is a folder without {CHECKPOINT}; give a run folder or a .pt file"
+            )
         return inner
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
@@ -84,7 +86,8 @@ def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarge
         raise ValueError(f"checkpoint {file} is not a depthwidth checkpoint: no model state and meta")
     shape_dict = meta.get("shape")
     if shape_dict is None:
-        raise ValueError(f"checkpoint {file} does not record its shape (meta has {', '.join(sorted(meta)) or 'nothing'})")
+        has = ", ".join(sorted(meta)) or "nothing"
+        raise ValueError(f"checkpoint {file} does not record its shape (meta has {has})")
     try:
         shape = Shape.from_dict(shape_dict)
     except (TypeError, ValueError) as exc:
@@ -94,7 +97,8 @@ def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarge
         model.load_state_dict(state)
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()
-        raise ValueError(f"checkpoint {file}: weights do not fit its shape {shape.label()} ({first[-1].strip() if first else exc})") from None
+        why = first[-1].strip() if first else exc
+        raise ValueError(f"checkpoint {file}: weights do not fit its shape {shape.label()} ({why})") from None
     return LoadedTarget(model=model.float().eval(), shape=shape, label=str(file), checkpoint=str(file), meta=meta)
 
 

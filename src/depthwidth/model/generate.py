@@ -71,7 +71,9 @@ def generate(
     if not temperature > 0:
         raise ValueError(f"temperature={temperature!r} must be positive")
     if not shape.causal or not shape.lm_head:
-        raise ValueError(f"generation needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})")
+        raise ValueError(
+            f"generation needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})"
+        )
     B, T = idx.shape
     total = T + max_new_tokens
     if total > shape.max_seq_len:
@@ -85,7 +87,8 @@ def generate(
         tokens = idx
         chosen: list[torch.Tensor] = []
         if max_new_tokens == 0:
-            return (tokens, idx.new_zeros((B, 0, shape.vocab_size), dtype=model_dtype(model))) if return_logits else tokens
+            empty = idx.new_zeros((B, 0, shape.vocab_size), dtype=model_dtype(model))  # (B, 0, V)
+            return (tokens, empty) if return_logits else tokens
         if use_cache:
             if cache is None:
                 cache = new_cache(model, batch_size=B, max_len=total - 1)

@@ -86,7 +86,8 @@ def quantization_table(result: dict[str, Any]) -> Table | None:
     table.add_column("what")
     table.add_column("value", justify="right")
     table.add_row("quantized Linear layers", str(q["quantized_linears"]))
-    table.add_row("weight bytes fp32 -> int8", f"{_bytes(q['weight_bytes_before'])} -> {_bytes(q['weight_bytes_after'])}")
+    table.add_row("weight bytes fp32 -> int8",
+                  f"{_bytes(q['weight_bytes_before'])} -> {_bytes(q['weight_bytes_after'])}")
     if q["val_loss_before"] is None:
         table.add_row("validation loss change", "- (random weights: speed only)")
     else:
