@@ -43,12 +43,15 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.report.recommend import Constraints
     from depthwidth.report.targets import resolve_hardware
 
+    out_dir = Path(args.out) if args.out else Path(args.study) / REPORT_FOLDER
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"-o {out_dir}: exists and is not a folder")
     study = load_study(args.study)
     hardware = resolve_hardware(args.hardware) if args.hardware else default_hardware(study)
     constraints = Constraints(hardware=hardware, max_decode_ms=args.max_decode_ms, max_memory_gb=args.max_memory_gb)
     report = build_report(study, hardware=hardware, constraints=constraints, n_bootstrap=args.bootstrap,
                           seed=args.seed)
-    files = write_report(report, Path(args.out) if args.out else Path(args.study) / REPORT_FOLDER)
+    files = write_report(report, out_dir)
     if args.json:
         print_json({"files": files.to_dict(), "recommendation": report.recommendation.to_dict(),
                     "trends": {"best_family": report.trends.best_family, "supported": report.trends.supported,

@@ -1,0 +1,44 @@
+import json
+
+from depthwidth.cli import main
+
+
+def test_report_command_writes_the_page(fixture_study, tmp_path, capsys):
+    folder, _ = fixture_study
+    out = tmp_path / "out"
+    assert main(["report", str(folder), "-o", str(out), "--bootstrap", "5", "--hardware", "h100"]) == 0
+    text = capsys.readouterr().out
+    assert f"report: {out / 'index.html'}" in text
+    assert "2 run(s) did not complete" in text
+    assert (out / "index.html").is_file() and (out / "results.csv").is_file()
+    assert "predicted for h100-sxm" in (out / "index.html").read_text()
+
+
+def test_recommend_json_under_a_latency_limit(fixture_study, capsys):
+    folder, _ = fixture_study
+    # measured on the study's cpu: L4-H96 decodes in ~1.53 ms, L2-H128 in ~1.21 ms
+    assert main(["recommend", str(folder), "--max-decode-ms", "1.3", "--hardware", "cpu", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["best"] == "P400k/L4-H96-A6" and rec["chosen"] == "P400k/L2-H128-A8"
+    assert rec["decided_by"] == "loss"
+    assert rec["trade"].startswith("+0.17") and "lower decode latency" in rec["trade"]
+    chosen = next(c for c in rec["candidates"] if c["label"] == "L2-H128-A8")
+    assert chosen["decode_source"] == "measured on cpu" and chosen["feasible"]
+
+
+def test_recommend_with_nothing_feasible_exits_1(fixture_study, capsys):
+    folder, _ = fixture_study
+    assert main(["recommend", str(folder), "--max-decode-ms", "0.001", "--hardware", "h100"]) == 1
+    assert "No shape meets the limits" in capsys.readouterr().out
+
+
+def test_bad_input_is_one_line_exit_2(fixture_study, tmp_path, capsys):
+    folder, _ = fixture_study
+    assert main(["recommend", str(tmp_path), "--max-decode-ms", "1"]) == 2
+    assert "holds no study" in capsys.readouterr().err
+    assert main(["recommend", str(folder), "--hardware", "h9000"]) == 2
+    assert "unknown hardware 'h9000'" in capsys.readouterr().err
+    assert main(["recommend", str(folder), "--budget", "P1T"]) == 2
+    assert "group='P1T' is not in this study" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main(["report", str(folder), "-o", str(tmp_path / "file"), "--bootstrap", "2"]) == 2
