@@ -26,11 +26,11 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthwidth.cli.study import _check_executor, _console, execute
+    from depthwidth.cli.study import _check_executor, _console, run_with_display
     from depthwidth.study.demo import demo_spec
 
     _check_executor(args)
-    report, summary = execute(demo_spec(), study_dir=args.dir, executor=args.executor, address=args.address,
+    report, summary = run_with_display(demo_spec(), study_dir=args.dir, executor=args.executor, address=args.address,
                               quiet=args.json)
     written = write_report(Path(report.study_dir), summary)
     if args.json:

@@ -58,7 +58,7 @@ def _check_executor(args) -> None:
         raise ValueError("--address joins a Ray cluster; use it with --executor ray")
 
 
-def execute(spec, *, study_dir, executor: str, address: str | None, quiet: bool):
+def run_with_display(spec, *, study_dir, executor: str, address: str | None, quiet: bool):
     """Run a study with the live display (unless quiet); returns (RunReport, StudySummary)."""
     from depthwidth.cli.study_view import StudyProgress
     from depthwidth.study import Store, run_study, summarize
@@ -71,7 +71,7 @@ def execute(spec, *, study_dir, executor: str, address: str | None, quiet: bool)
 
 def run_cmd(args: argparse.Namespace) -> int:
     _check_executor(args)
-    report, summary = execute(args.spec, study_dir=args.dir, executor=args.executor, address=args.address,
+    report, summary = run_with_display(args.spec, study_dir=args.dir, executor=args.executor, address=args.address,
                               quiet=args.json)
     if args.json:
         print_json({"run": report.to_dict(), "summary": summary.to_dict()})

@@ -166,11 +166,11 @@ def run_study(
         todo = [r for r in _ordered(expansion.runs) if not stored[r.run_id].finished]
         skipped = len(expansion.runs) - len(todo)
         current: dict[str, Run] = {r.run_id: r for r in todo}
+        running: list[str] = []  # run ids in flight, in submission order
 
-        def progress(**values) -> None:
+        def progress(**values) -> None:  # the local executor's live view of its one running job
             emit(StudyEvent(kind="run_progress", run_id=running[0] if running else "", progress=values))
 
-        running: list[str] = []
         runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=ex_spec.cpus_per_run,
                                gpus_per_run=ex_spec.gpus_per_run, job_fn=job_fn, progress=progress)
         counts: Counter[str] = Counter()
