@@ -93,8 +93,9 @@ class _Pipe:
 
 
 def open_page(path: str | os.PathLike, *, width: int = 1400, height: int = 900, chromium: str | None = None,
-              timeout: float = 60.0) -> PageCheck:
-    """Load the file `path` in a fresh headless Chromium and report what happened."""
+              timeout: float = 60.0, max_height: int | None = None) -> PageCheck:
+    """Load the file `path` in a fresh headless Chromium and report what happened; the screenshot is the
+    whole page, or its top `max_height` CSS pixels."""
     exe = chromium or find_chromium()
     if exe is None:
         raise FileNotFoundError("chromium is not installed")
@@ -134,7 +135,8 @@ def open_page(path: str | os.PathLike, *, width: int = 1400, height: int = 900, 
             metrics = pipe.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
             shot = pipe.send("Page.captureScreenshot", {
                 "format": "png", "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": 0, "width": metrics["width"], "height": metrics["height"], "scale": 1}},
+                "clip": {"x": 0, "y": 0, "width": metrics["width"],
+                         "height": min(metrics["height"], max_height or metrics["height"]), "scale": 1}},
                 session=session, timeout=timeout)
             check.screenshot = base64.b64decode(shot["data"])
             for e in pipe.events:

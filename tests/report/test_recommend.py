@@ -97,3 +97,15 @@ def test_bad_constraints():
         recommend(rows, Constraints(hardware="h9000"))
     with pytest.raises(ValueError, match="group='nope'"):
         recommend(rows, Constraints(hardware="cpu", group="nope"))
+
+
+def test_curve_tail_noise_does_not_count_curvature_as_noise():
+    import math
+
+    tokens = [2.0**k for k in range(10, 16)]
+    falling = [3.0 - 0.3 * math.log(t) + 0.02 * math.log(t) ** 2 for t in tokens]  # convex, still falling
+    rss, dof = curve_tail_noise(tokens, falling)
+    assert rss == pytest.approx(0.0, abs=1e-12) and dof == 3
+    wiggly = [v + (0.01 if i % 2 else -0.01) for i, v in enumerate(falling)]
+    rss, dof = curve_tail_noise(tokens, wiggly)
+    assert 0.005 < (rss / dof) ** 0.5 < 0.02

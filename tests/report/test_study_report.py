@@ -68,6 +68,7 @@ def test_page_is_self_contained_and_escaped(written_report):
     # the study's description holds markup: shown as text, never as markup
     assert "synthetic &lt;b&gt;study&lt;/b&gt; &amp; friends" in page
     assert "<b>study</b>" not in page
+    assert "synthetic &lt;b&gt;study&lt;/b&gt;" in files.markdown.read_text()
 
 
 def test_csv_and_json_hold_the_numbers(written_report):

@@ -5,6 +5,7 @@ write never leaves a half page that looks complete."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -108,7 +109,8 @@ def render_csv(report: Report) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Study strings in markdown: HTML special characters escaped (markdown renders raw HTML), no table breaks."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(report: Report, figures, *, notes=()) -> str:

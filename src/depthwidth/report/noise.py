@@ -7,7 +7,8 @@ Two estimates, in order of preference:
    variance of a one-way layout. The standard error of the difference of two shape means is
    s * sqrt(1/n_a + 1/n_b).
 2. **eval-curve** - with one seed per shape there is no seed spread to measure. Instead, each run's
-   last `TAIL` validation evaluations are fitted with a straight line in log(tokens), and the residual
+   last `TAIL` validation evaluations are fitted with a smooth curve in log(tokens) (a parabola, or a
+   line with fewer than 5 evaluations), and the residual
    standard deviation (pooled over runs) is taken as the noise of one final loss; the difference of
    two runs then has standard error s * sqrt(2). This captures evaluation and late-training
    fluctuation but not the spread between initialisations, so it is a *lower bound* on seed noise:
@@ -26,7 +27,7 @@ from typing import Sequence
 from depthwidth.report.rows import ShapeResult
 
 NOISE_METHODS = ("seeds", "eval-curve", "none")
-TAIL = 4
+TAIL = 6
 Z = 2.0
 
 
@@ -56,18 +57,23 @@ class NoiseEstimate:
 
 
 def curve_tail_noise(tokens: Sequence[float], losses: Sequence[float], *, tail: int = TAIL) -> tuple[float, int] | None:
-    """(residual sum of squares, degrees of freedom) of a straight-line fit of the last `tail` finite
-    validation losses against log(tokens); None with fewer than 3 such points."""
+    """(residual sum of squares, degrees of freedom) of a least-squares fit of the last `tail` finite
+    validation losses against log(tokens): a parabola with 5 or more points (so the curvature of a
+    loss that is still falling is not counted as noise), a straight line with 3 or 4; None with fewer."""
+    import numpy as np
+
     pts = [(math.log(t), v) for t, v in zip(tokens, losses)
            if t and t > 0 and v is not None and math.isfinite(v)][-tail:]
     if len(pts) < 3:
         return None
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
-    rss = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys))
-    return rss, len(pts) - 2
+    x = np.array([p[0] for p in pts])
+    y = np.array([p[1] for p in pts])
+    degree = 2 if len(pts) >= 5 else 1
+    x = x - x.mean()
+    design = np.vander(x, degree + 1)  # (k, degree + 1)
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    rss = float(np.sum((y - design @ coef) ** 2))
+    return rss, len(pts) - degree - 1
 
 
 def estimate_noise(results: Sequence[ShapeResult]) -> NoiseEstimate:
