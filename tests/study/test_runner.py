@@ -106,3 +106,12 @@ def test_one_driver_per_study_and_interrupted_runs(spec, tmp_path):
         store._conn.execute("UPDATE runs SET status = 'running' WHERE run_id = ?", (run_id,))
         summary = summarize(store, running=False)
     assert summary.counts["interrupted"] == 1 and summary.counts["running"] == 0 and not summary.complete
+
+
+def test_missing_ray_extra_is_one_clear_error_before_anything_is_written(spec, tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # as if the extra were not installed
+    with pytest.raises(ValueError, match=r"the ray executor needs the ray extra: pip install 'depthwidth\[ray\]'"):
+        run_study(spec, study_dir=tmp_path / "s", executor="ray", job_fn=FakeJobs())
+    assert not (tmp_path / "s").exists()
+    with pytest.raises(ValueError, match="executor='dask' is not known; expected one of local, ray"):
+        run_study(spec, study_dir=tmp_path / "s", executor="dask", job_fn=FakeJobs())

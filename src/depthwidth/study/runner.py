@@ -159,6 +159,17 @@ def run_study(
         threads = ex_spec.threads or max(1, int(ex_spec.cpus_per_run))
     else:
         threads = ex_spec.threads or available_cores()
+    running: list[str] = []  # run ids in flight, in submission order
+
+    def progress(**values) -> None:  # the local executor's live view of its one running job
+        emit(StudyEvent(kind="run_progress", run_id=running[0] if running else "", progress=values))
+
+    runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=ex_spec.cpus_per_run,
+                           gpus_per_run=ex_spec.gpus_per_run, job_fn=job_fn, progress=progress)
+    if executor == "ray":
+        from depthwidth.study.executors.ray import import_ray
+
+        import_ray()  # a missing extra is reported before the folder is touched
     with StudyLock(folder), Store.create(folder, name=spec.name, spec=spec.to_dict(), spec_text=spec.text,
                                          source=spec.source) as store:
         new = store.sync_runs(r.to_row() for r in expansion.runs)
@@ -166,13 +177,6 @@ def run_study(
         todo = [r for r in _ordered(expansion.runs) if not stored[r.run_id].finished]
         skipped = len(expansion.runs) - len(todo)
         current: dict[str, Run] = {r.run_id: r for r in todo}
-        running: list[str] = []  # run ids in flight, in submission order
-
-        def progress(**values) -> None:  # the local executor's live view of its one running job
-            emit(StudyEvent(kind="run_progress", run_id=running[0] if running else "", progress=values))
-
-        runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=ex_spec.cpus_per_run,
-                               gpus_per_run=ex_spec.gpus_per_run, job_fn=job_fn, progress=progress)
         counts: Counter[str] = Counter()
         attempts: Counter[str] = Counter()
         queue = list(todo)
