@@ -91,12 +91,13 @@ def status_cmd(args: argparse.Namespace) -> int:
 
     with Store.open(args.dir) as store:
         summary = summarize(store, running=is_running(args.dir))
+        runs = store.runs()
     if args.json:
         print_json(summary.to_dict())
         return 0
     from depthwidth.cli.study_view import print_summary
 
-    print_summary(_console(), summary)
+    print_summary(_console(), summary, runs)
     return 0
 
 

@@ -100,8 +100,32 @@ def curve_table(points, *, every: int = 1):
     return table
 
 
-def print_summary(console, summary) -> None:
+def states_table(summary, runs):
+    """Runs of the current spec by state, with the first few of each."""
+    from rich.table import Table
+
+    table = Table(title="runs by state", title_justify="left")
+    for head in ("state", "runs", "which"):
+        table.add_column(head, justify="right" if head == "runs" else "left")
+    stale = summary.counts.get("interrupted", 0) > 0
+    for state in STATE_ORDER:
+        n = summary.counts.get(state, 0)
+        if not n:
+            continue
+        wanted = "running" if state == "interrupted" or (state == "running" and stale) else state
+        labels = [_run_label(r) for r in runs if r.status == wanted]
+        table.add_row(state, str(n), ", ".join(labels[:4]) + (f", ... ({n - 4} more)" if n > 4 else ""))
+    return table
+
+
+def _run_label(run) -> str:
+    return f"{run.shape_label} bench" if run.kind == "bench" else f"{run.shape_label} lr={run.lr:.3g} s{run.seed}"
+
+
+def print_summary(console, summary, runs=None) -> None:
     console.print(counts_line(summary))
+    if runs is not None:
+        console.print(states_table(summary, runs))
     console.print(fairness_line(summary))
     for finding in summary.fairness.findings:
         console.print(f"  - {finding.message}", markup=False)
@@ -175,4 +199,4 @@ class StudyProgress:
 
 
 __all__ = ["StudyProgress", "counts_line", "curve_table", "fairness_line", "print_summary", "runs_table",
-           "shapes_table", "summary_markdown"]
+           "shapes_table", "states_table", "summary_markdown"]
