@@ -19,7 +19,7 @@ def test_completed_run_records_curve_evals_and_measurements(tiny_shape, tiny_con
     assert r.status == "completed"
     assert r.steps == 12 and r.tokens == 12 * 4 * 32
     assert [c["step"] for c in r.curve] == list(range(12))
-    assert all(set(c) == {"step", "loss", "lr", "grad_norm", "seconds", "tokens_per_s"} for c in r.curve)
+    assert all(set(c) == {"step", "loss", "lr", "grad_norm", "seconds", "cpu_seconds", "tokens_per_s"} for c in r.curve)
     assert r.curve[0]["loss"] == pytest.approx(math.log(256), abs=0.3)  # initial loss ~ ln V
     assert r.curve[-1]["loss"] < r.curve[0]["loss"]
     assert [e["step"] for e in r.evals] == [4, 8, 12]

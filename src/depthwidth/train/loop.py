@@ -213,7 +213,7 @@ class _Run:
         tokens_per_step = self.config.tokens_per_step
         diverged_at, error = None, None
         pending: list[tuple] = []
-        t_group = time.perf_counter()
+        t_group = (time.perf_counter(), time.process_time())
         try:
             for step in range(start, self.steps):
                 meter = SavedTensorMeter(self.model.parameters()) if self.saved_bytes is None else None
@@ -234,7 +234,7 @@ class _Run:
                         self._eval(step + 1, full=False)
                     if do_ckpt:
                         self._save(step + 1)
-                    t_group = time.perf_counter()
+                    t_group = (time.perf_counter(), time.process_time())
         except (RuntimeError, MemoryError) as exc:  # out of memory, a kernel failure: report, do not kill the study
             error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         if error is not None:
@@ -246,14 +246,19 @@ class _Run:
             self._save(self.steps)
         return self._finish("completed", outcome=outcome)
 
-    def _flush(self, pending, t_group: float, tokens_per_step: int) -> int | None:
-        values = torch.stack([torch.stack([p[1].float(), p[2].float()]) for p in pending]).tolist()  # syncs
-        seconds = (time.perf_counter() - t_group) / len(pending)
+    def _flush(self, pending, t_group: tuple[float, float], tokens_per_step: int) -> int | None:
+        if len(pending) == 1:
+            values = [[pending[0][1].item(), pending[0][2].item()]]
+        else:
+            values = torch.stack([torch.stack([p[1].float(), p[2].float()]) for p in pending]).tolist()  # syncs
+        seconds = (time.perf_counter() - t_group[0]) / len(pending)
+        cpu_seconds = (time.process_time() - t_group[1]) / len(pending)
         self.train_seconds += seconds * len(pending)
         diverged = None
         for (step, _, _, lr), (loss, grad_norm) in zip(pending, values):
             self.curve.append({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
-                               "seconds": seconds, "tokens_per_s": tokens_per_step / seconds})
+                               "seconds": seconds, "cpu_seconds": cpu_seconds,
+                               "tokens_per_s": tokens_per_step / seconds})
             if diverged is None and not (math.isfinite(loss) and loss <= self.max_loss):
                 diverged = step
         if self.progress is not None:

@@ -20,8 +20,9 @@ class TrainResult:
     evaluation and checkpointing are excluded, and so is the run's first step (allocator and
     kernel warm-up) when there is more than one. `achieved_flops_per_s` = analytic model FLOPs per
     token (`depthwidth.shapes.flops.flops(...).train_per_token`) x tokens/s; `mfu` divides it by
-    `peak_flops` (from `peak_flops_source`). On CUDA `peak_memory_bytes` is
-    torch.cuda.max_memory_allocated; on CPU it is the measured bytes of parameters, gradients and
+    `peak_flops` (from `peak_flops_source`). Each curve point has the step's wall `seconds` and the
+    process CPU time `cpu_seconds` (all threads), which other load on a shared machine disturbs
+    less. On CUDA `peak_memory_bytes` is torch.cuda.max_memory_allocated; on CPU it is the measured bytes of parameters, gradients and
     optimizer states plus `saved_activation_bytes` (tensors saved for backward in one micro-batch,
     counted with saved_tensors_hooks); `peak_rss_bytes` is the process's peak resident set.
     """
