@@ -47,10 +47,10 @@ SHAPE_COLUMNS = (
     ("LRs", "lr_trials", lambda r: str(r.lr_trials)),
     ("best lr", "best_lr", lambda r: _num(r.best_lr, ".3g")),
     ("val loss", "val_loss", lambda r: _num(r.val_loss, ".4f")),
-    ("train tok/s", "tokens_per_s", lambda r: _count(r.tokens_per_s)),
+    ("tok/s", "tokens_per_s", lambda r: _count(r.tokens_per_s)),
     ("MFU", "mfu", lambda r: "-" if r.mfu is None else f"{r.mfu:.1%}"),
     ("prefill ms", "prefill_ms", lambda r: _pair(r.prefill_ms, r.prefill_predicted_ms)),
-    ("decode ms/tok", "decode_ms", lambda r: _pair(r.decode_ms, r.decode_predicted_ms)),
+    ("decode ms", "decode_ms", lambda r: _pair(r.decode_ms, r.decode_predicted_ms)),
 )
 
 
@@ -61,14 +61,19 @@ def _pair(measured: float | None, predicted: float | None) -> str:
 
 
 def shapes_table(summary):
+    """The comparison table; columns that say nothing here (one group, d/L, the LR count the fairness line
+    already states) are left out so that it fits a terminal."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="shapes (best learning rate each; latency: measured (predicted), batch 1)",
-                  title_justify="left")
-    for head, _, _ in SHAPE_COLUMNS:
-        table.add_column(head, justify="left" if head in ("group", "shape") else "right")
+    skip = {"d/L", "LRs"} | ({"group"} if len({r.group for r in summary.rows}) <= 1 else set())
+    columns = [c for c in SHAPE_COLUMNS if c[0] not in skip]
+    table = Table(title="shapes (best learning rate each; batch-1 latency in ms: measured (predicted); decode per token)",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for head, _, _ in columns:
+        table.add_column(head, justify="left" if head in ("group", "shape") else "right", no_wrap=True)
     for row in summary.rows:
-        table.add_row(*[get(row) for _, _, get in SHAPE_COLUMNS])
+        table.add_row(*[get(row) for _, _, get in columns])
     return table
 
 
