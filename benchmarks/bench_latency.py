@@ -5,9 +5,10 @@ Steps, all in one run: `measure_profile(threads=2)` (GEMM peak per path, copy ba
 `plan_family` at a fixed parameter count on a small CPU grid; for each member, batch and length,
 `predict_forward(..., dtype="fp32")` on `profile_to_hardware(profile)` (best GEMM path: oneDNN on this
 CPU) and on `profile_to_hardware(profile, gemm_path="torch.mm")` (the path an eager fp32 nn.Linear
-takes), and the measured median of `Transformer(shape)` forwards (eager, no grad, fp32, SDPA attention,
-2 threads). Ratio = measured / predicted; 1.0 is a perfect prediction, > 1 means the roofline is
-optimistic. Nothing is fitted: the model is the plain module and the profile is measured once.
+takes), and the measured time of `Transformer(shape)` forwards (eager, no grad, fp32, SDPA attention,
+2 threads; median and min of repeats). Ratio = measured median / predicted; 1.0 is a perfect
+prediction, > 1 means the roofline is optimistic. Nothing is fitted: the model is the plain module
+and the profile is measured once.
 
     python benchmarks/bench_latency.py [--params 5e6] [--reps 7] [--profile PATH] [--json out.json]
 """
@@ -34,7 +35,8 @@ BATCHES = (1, 8)
 SEQ_LENS = (64, 256, 512)
 
 
-def measure_forward(model: Transformer, *, batch: int, seq_len: int, reps: int) -> float:
+def measure_forward(model: Transformer, *, batch: int, seq_len: int, reps: int) -> tuple[float, float]:
+    """(median, min) seconds of `reps` no-grad forwards after two warm-ups."""
     gen = torch.Generator().manual_seed(0)
     idx = torch.randint(0, model.shape.vocab_size, (batch, seq_len), generator=gen)  # (B, T)
     with torch.no_grad():
@@ -45,7 +47,7 @@ def measure_forward(model: Transformer, *, batch: int, seq_len: int, reps: int) 
             start = time.perf_counter()
             model(idx)
             samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return statistics.median(samples), min(samples)
 
 
 def main() -> int:
@@ -67,8 +69,8 @@ def main() -> int:
     family = plan_family(base=base, params=args.params, align=32, head_dim=32, count=4)
     print(f"family: {len(family.members)} shapes at {args.params / 1e6:g}M parameters (vocab 256, align 32, "
           f"head_dim 32), depth span {family.depth_span:.1f}x")
-    header = (f"{'shape':<14}{'params':>8}{'batch':>6}{'seq':>5}{'measured ms':>13}{'pred ms':>9}{'ratio':>7}"
-              f"{'pred(mm) ms':>13}{'ratio(mm)':>10}{'compute%':>9}")
+    header = (f"{'shape':<14}{'params':>8}{'batch':>6}{'seq':>5}{'median ms':>11}{'min ms':>9}{'pred ms':>9}"
+              f"{'ratio':>7}{'pred(mm) ms':>13}{'ratio(mm)':>10}{'compute%':>9}")
     print(header)
     print("-" * len(header))
     rows = []
@@ -78,15 +80,16 @@ def main() -> int:
         model = Transformer(shape).eval()
         for batch in BATCHES:
             for seq_len in SEQ_LENS:
-                measured = measure_forward(model, batch=batch, seq_len=seq_len, reps=args.reps)
+                measured, fastest = measure_forward(model, batch=batch, seq_len=seq_len, reps=args.reps)
                 pred = predict_forward(shape, hardware=best, batch=batch, seq_len=seq_len, dtype="fp32")
                 pred_mm = predict_forward(shape, hardware=default_path, batch=batch, seq_len=seq_len, dtype="fp32")
                 row = {"shape": shape.label(), "params": member.params, "batch": batch, "seq_len": seq_len,
-                       "measured_s": measured, "predicted_s": pred.total_s, "ratio": measured / pred.total_s,
+                       "measured_s": measured, "measured_min_s": fastest, "predicted_s": pred.total_s, "ratio": measured / pred.total_s,
                        "predicted_mm_s": pred_mm.total_s, "ratio_mm": measured / pred_mm.total_s,
                        "compute_bound_share": pred.compute_bound_share, "overhead_s": pred.overhead_s}
                 rows.append(row)
-                print(f"{row['shape']:<14}{member.params / 1e6:>7.2f}M{batch:>6}{seq_len:>5}{measured * 1e3:>13.2f}"
+                print(f"{row['shape']:<14}{member.params / 1e6:>7.2f}M{batch:>6}{seq_len:>5}{measured * 1e3:>11.2f}"
+                      f"{fastest * 1e3:>9.2f}"
                       f"{pred.total_s * 1e3:>9.2f}{row['ratio']:>7.2f}{pred_mm.total_s * 1e3:>13.2f}"
                       f"{row['ratio_mm']:>10.2f}{pred.compute_bound_share * 100:>8.0f}%")
     ratios = [r["ratio"] for r in rows]
@@ -105,6 +108,8 @@ def main() -> int:
                     a, b = point[i], point[j]
                     agree += (a["measured_s"] < b["measured_s"]) == (a["predicted_s"] < b["predicted_s"])
     print(f"pairs of shapes ordered the same way by prediction and measurement: {agree}/{total}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (other work on the machine inflates the measured "
+          "medians; the profile takes best-of times)")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"profile": profile.to_dict(), "rows": rows}, fh, indent=1)
