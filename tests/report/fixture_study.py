@@ -69,8 +69,9 @@ def true_loss(n: float, aspect: float) -> float:
     return 1.6 + 40.0 / n**0.3 + 0.04 * math.log2(aspect / 16.0) ** 2
 
 
-def build_fixture_study(folder) -> dict:
-    """Write the fixture study into `folder`; returns {(group, label, lr, seed): loss} of completed runs."""
+def build_fixture_study(folder, *, fail_all: bool = False) -> dict:
+    """Write the fixture study into `folder`; returns {(group, label, lr, seed): loss} of completed runs.
+    With `fail_all` every training run fails (the benches still complete)."""
     spec = parse_spec(SPEC, source="fixture.toml")
     data = DataInfo(corpus_hash=CORPUS_HASH, vocab_size=256, train_tokens=1_000_000)
     base = spec.shapes[0]
@@ -90,7 +91,7 @@ def build_fixture_study(folder) -> dict:
                     rows.append({"run_id": run_id, "kind": "train", "group": group, "shape_label": shape.label(),
                                  "lr": lr, "seed": seed, "lr_trials": 2, "config": config})
                     key = (group, shape.label(), lr, seed)
-                    if key == FAILED:
+                    if key == FAILED or fail_all:
                         outcomes.append(("error", run_id, "RuntimeError: out of memory (synthetic)"))
                         continue
                     penalty = 0.0 if lr == 0.003 else 0.05

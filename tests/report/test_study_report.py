@@ -89,3 +89,21 @@ def test_csv_and_json_hold_the_numbers(written_report):
 def test_report_of_an_empty_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="holds no study"):
         load_study(tmp_path)
+
+
+def test_a_study_where_every_training_run_failed_still_reports(tmp_path):
+    from depthwidth.report.build import build_report
+    from depthwidth.report.export import write_report
+    from fixture_study import build_fixture_study
+
+    build_fixture_study(tmp_path / "study", fail_all=True)
+    study = load_study(tmp_path / "study")
+    report = build_report(study, n_bootstrap=2)
+    files = write_report(report, tmp_path / "out")
+    assert report.recommendation.chosen is None and "No completed run" in report.recommendation.verdict
+    page = files.html.read_text()
+    runs = page[page.index('id="problem-runs"'):]
+    assert runs.count("out of memory (synthetic)") == 32  # every training run listed with its error
+    assert "no completed runs: nothing to fit" in page
+    # what needs no training still shows: the benches' latency and the analytic trade-off pictures
+    assert {f.name for f in files.figures} == {"latency_check", "tradeoff_P100k", "tradeoff_P400k"}
