@@ -36,7 +36,8 @@ def add_parser(subparsers) -> None:
     g.add_argument("--group-size", type=positive_int, default=128, help="group size the lint checks (default 128)")
     g.add_argument("--repeat", type=positive_int, default=5, help="timed repetitions per point (default 5)")
     g.add_argument("--warmup", type=int, default=2, help="untimed warm-up runs per point (default 2)")
-    g.add_argument("--threads", type=positive_int, help="torch threads (default: torch's current setting)")
+    g.add_argument("--threads", type=positive_int,
+                   help="torch threads (default: torch's current setting); on a busy machine 1 is much steadier")
     g.add_argument("--attn-impl", choices=("sdpa", "eager"), default="sdpa", help="attention implementation")
     g.add_argument("--seed", type=int, default=0, help="random weights and prompts")
     p.add_argument("--json", action="store_true", help="print one JSON object (no progress bar)")
