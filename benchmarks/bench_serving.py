@@ -9,11 +9,12 @@ ratio of each, measured and predicted: does the roofline (with its per-op cost) 
 
 Rounds go over the whole family in turn and each point keeps its best round (lowest median), so
 load from other processes on a shared machine distorts the comparison less; the load average before
-and after is printed. No pass/fail target: the point is the side-by-side table. A few minutes on
-2 idle cores.
+and after is printed. One thread by default: on a busy 2-core machine two threads made decode medians
+~5x worse (one OpenMP thread waits for the other whenever it is descheduled) and the run 10x longer.
+No pass/fail target: the point is the side-by-side table. About 40 s with one thread.
 
-    python benchmarks/bench_serving.py [--dtypes fp32,bf16] [--rounds 3] [--repeat 3] [--fresh-profile]
-                                       [--json out.json]
+    python benchmarks/bench_serving.py [--dtypes fp32,bf16] [--rounds 3] [--repeat 3] [--threads 1]
+                                       [--fresh-profile] [--json out.json]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from depthwidth.bench.serving import BenchConfig, bench
+from depthwidth.bench.serving import BenchConfig, bench, profile_path
 from depthwidth.shapes.families import plan_family
 from depthwidth.shapes.shape import Shape
 
@@ -61,7 +62,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the family (default 3)")
     parser.add_argument("--repeat", type=int, default=3, help="timed repetitions per point per round (default 3)")
     parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: on a shared 2-core machine two threads wait on each "
+                             "other whenever another process runs, and medians grow several-fold)")
     parser.add_argument("--fresh-profile", action="store_true",
                         help="measure the hardware profile again first (and store it) instead of reusing it")
     parser.add_argument("--json", metavar="PATH", help="also write every result as JSON")
@@ -72,7 +75,8 @@ def main() -> int:
     from depthwidth.shapes.params import count_params
 
     if args.fresh_profile:
-        save_profile(measure_profile(threads=args.threads or torch.get_num_threads()))
+        threads = args.threads or torch.get_num_threads()
+        save_profile(measure_profile(threads=threads), profile_path(threads=threads))
     shapes = family()
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
     console = Console(width=None if sys.stdout.isatty() else 150)

@@ -131,3 +131,14 @@ def test_timing_statistics() -> None:
     assert calls == ["setup", "run"] * 5 and timing.n == 3 and math.isfinite(timing.median)
     with pytest.raises(ValueError, match="samples is empty"):
         Timing.from_samples([])
+
+
+def test_profile_path_keeps_the_shared_file_for_all_cores(tmp_path, monkeypatch) -> None:
+    import os
+
+    from depthwidth.bench.serving import profile_path
+
+    monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path))
+    cores = os.cpu_count()
+    assert profile_path(threads=cores) == tmp_path / "hw-profile.json"
+    assert profile_path(threads=cores + 1) == tmp_path / f"hw-profile-{cores + 1}threads.json"

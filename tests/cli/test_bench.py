@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from depthwidth.bench.hw import HardwareProfile, save_profile
+from depthwidth.bench.serving import profile_path
 from depthwidth.cli import main
 
 SHAPE = ["--layers", "2", "--width", "32", "--heads", "4", "--kv-heads", "2", "--vocab", "64", "--max-seq-len", "48"]
@@ -26,7 +27,7 @@ def profile(tmp_path, monkeypatch):
         peak_flops={"fp32": 1e11, "bf16": 2e11}, copy_bandwidth=2e10, op_overhead_s=4e-6, op_overheads={},
         mem_capacity=8e9, torch_version=torch.__version__, created="2026-01-01T00:00:00+00:00", quick=False,
     )
-    save_profile(prof)
+    save_profile(prof, profile_path(threads=torch.get_num_threads()))  # where bench looks for it
     return prof
 
 

@@ -18,6 +18,7 @@ measured on this machine (`bench.hw`); a generation is predicted as one prefill 
 from __future__ import annotations
 
 import copy
+import os
 import platform
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -164,13 +165,26 @@ def _variant_model(loaded: LoadedTarget, variant: str) -> torch.nn.Module:
     return copy.deepcopy(loaded.model).to(TORCH_DTYPES[variant])
 
 
+def profile_path(*, threads: int) -> Path:
+    """Where the hardware profile for `threads` threads is kept: with all cores the shared default
+    file (`bench.hw.default_profile_path`, also used by the trainer and `depthwidth hw`); with fewer,
+    a sibling file per thread count, so that a 1-thread benchmark does not replace that profile."""
+    from depthwidth.bench.hw import default_profile_path
+
+    path = default_profile_path()
+    if threads != (os.cpu_count() or threads):
+        path = path.with_name(f"{path.stem}-{threads}threads{path.suffix}")
+    return path
+
+
 def machine_hardware(*, threads: int) -> HardwareSpec:
-    """The `HardwareSpec` of this machine at `threads` threads: its stored profile when it matches,
-    else a fresh measurement, saved (`bench.hw.cached_profile`). GEMM rates of the `torch.mm` path,
-    the one `nn.Linear` takes on CPU (not the faster oneDNN path the model does not use)."""
+    """The `HardwareSpec` of this machine at `threads` threads: its stored profile (`profile_path`)
+    when it matches, else a fresh measurement, saved (`bench.hw.cached_profile`). GEMM rates are those
+    of the `torch.mm` path, the one `nn.Linear` takes on CPU (not the faster oneDNN path)."""
     from depthwidth.bench.hw import cached_profile, profile_to_hardware
 
-    return profile_to_hardware(cached_profile(threads=threads), gemm_path="torch.mm")
+    profile = cached_profile(path=profile_path(threads=threads), threads=threads)
+    return profile_to_hardware(profile, gemm_path="torch.mm")
 
 
 def _prompt(shape: Shape, *, batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
@@ -349,4 +363,4 @@ def _throughput(model, *, shape, config, variant, batch, gen, predictor, kv) -> 
                            predicted_s=predicted)
 
 
-__all__ = ["BenchConfig", "Progress", "bench", "machine_hardware"]
+__all__ = ["BenchConfig", "Progress", "bench", "machine_hardware", "profile_path"]
