@@ -46,6 +46,7 @@ def test_char_vocabulary_comes_from_the_training_split_only(tmp_path):
     assert ds.tokenizer.chars == "ab"
     assert ds.vocab_size == 3
     assert set(np.asarray(ds.val).tolist()) == {0}  # x, y, z are unknown: id 0
+    assert ds.unknown_tokens == {"train": 0, "val": 30, "test": 0}
 
 
 def test_cache_reused_keyed_by_tokenizer_and_written_atomically(tmp_path, monkeypatch):

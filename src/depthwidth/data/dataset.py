@@ -21,13 +21,15 @@ import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from depthwidth.data.corpora import Corpus, load_corpus
 from depthwidth.data.tokenizers import (
+    UNK_ID,
+    CharTokenizer,
     Tokenizer,
     parse_tokenizer_spec,
     token_dtype,
@@ -82,6 +84,8 @@ class Dataset:
     val: np.ndarray  # (N_val,)
     test: np.ndarray  # (N_test,)
     cache_path: str
+    #: tokens of each split that the tokenizer could not represent (char: UNK_ID; byte/BPE: none)
+    unknown_tokens: dict[str, int] = field(default_factory=dict)
 
     @property
     def vocab_size(self) -> int:
@@ -117,6 +121,7 @@ class Dataset:
             "split_rule": SPLIT_RULE,
             "tokens": {s: int(len(self.split(s))) for s in SPLITS},
             "slices": [s.to_dict() for s in self.slices],
+            "unknown_tokens": dict(self.unknown_tokens),
         }
 
 
@@ -174,6 +179,7 @@ def _build(corpus: Corpus, *, tokenizer: str, val_fraction: float, test_fraction
     parts = [split_text(s.text, val_fraction=val_fraction, test_fraction=test_fraction) for s in corpus.slices]
     tok = train_tokenizer(tokenizer, [p[0] for p in parts])
     dtype = token_dtype(tok.vocab_size)
+    unknown = dict.fromkeys(SPLITS, 0)
     arrays = {split: [] for split in SPLITS}
     slices = []
     offsets = dict.fromkeys(SPLITS, 0)
@@ -181,6 +187,8 @@ def _build(corpus: Corpus, *, tokenizer: str, val_fraction: float, test_fraction
         spans = {}
         for split, text in zip(SPLITS, texts):
             ids = tok.encode(text).astype(dtype)
+            if isinstance(tok, CharTokenizer):
+                unknown[split] += int(np.count_nonzero(ids == UNK_ID))
             arrays[split].append(ids)
             spans[split] = [offsets[split], offsets[split] + len(ids)]
             offsets[split] += len(ids)
@@ -199,6 +207,7 @@ def _build(corpus: Corpus, *, tokenizer: str, val_fraction: float, test_fraction
             "dtype": dtype.name,
             "lengths": {split: offsets[split] for split in SPLITS},
             "slices": slices,
+            "unknown_tokens": unknown,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
         if folder.exists() and not (folder / "meta.json").is_file():
@@ -241,4 +250,5 @@ def _open(folder: Path, *, corpus: Corpus, val_fraction: float, test_fraction: f
         val=arrays["val"],
         test=arrays["test"],
         cache_path=str(folder),
+        unknown_tokens={k: int(v) for k, v in meta.get("unknown_tokens", {}).items()},
     )
