@@ -142,3 +142,17 @@ def test_profile_path_keeps_the_shared_file_for_all_cores(tmp_path, monkeypatch)
     cores = os.cpu_count()
     assert profile_path(threads=cores) == tmp_path / "hw-profile.json"
     assert profile_path(threads=cores + 1) == tmp_path / f"hw-profile-{cores + 1}threads.json"
+
+
+def test_default_lengths_are_cut_to_the_position_table() -> None:
+    small = TINY.with_(max_seq_len=64)
+    config = BenchConfig(batches=()).fitted(small)
+    assert config.prompt_lens == (16, 64) and config.contexts == (16,)
+    assert BenchConfig(batches=()).fitted(TINY.with_(max_seq_len=8)).contexts == (7,)
+    assert BenchConfig(batches=()).fitted(TINY.with_(max_seq_len=1024)).contexts == (16, 64, 256)
+    # lengths given explicitly are never cut, only refused
+    with pytest.raises(ValueError, match="prompt_lens: 100 tokens exceed max_seq_len=64"):
+        BenchConfig(prompt_lens=(100,), batches=()).fitted(small)
+    result = bench(small, BenchConfig(batches=(), repeat=1, warmup=0), hardware=CPU)
+    assert [p.tokens for p in result.latency] == [16, 64, 16]
+    assert result.config["contexts"] == [16]

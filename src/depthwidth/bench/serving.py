@@ -22,7 +22,7 @@ import os
 import platform
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -40,6 +40,8 @@ from depthwidth.shapes.shape import Shape
 DTYPES = ("fp32", "bf16")
 QUANTIZE = (None, "int8")
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+#: prompt and context lengths measured unless given (those that fit the model's position table)
+DEFAULT_LENGTHS = (16, 64, 256)
 #: Progress callback: (what is being measured, steps done, steps in all).
 Progress = Callable[[str, int, int], None]
 
@@ -59,8 +61,9 @@ class BenchConfig:
     """What to measure and how.
 
     Fields:
-        prompt_lens: prompt lengths for time to first token (batch 1).
-        contexts: cached-token counts for per-token decode latency (batch 1).
+        prompt_lens: prompt lengths for time to first token (batch 1); None: those of
+            DEFAULT_LENGTHS that fit the model (`fitted`).
+        contexts: cached-token counts for per-token decode latency (batch 1); None: likewise.
         batches: batch sizes for generation throughput (may be empty to skip it).
         dtype: "fp32" | "bf16" weights and activations (never fp16 on CPU).
         quantize: None | "int8": also measure an int8 dynamically quantized copy (fp32 activations).
@@ -74,8 +77,8 @@ class BenchConfig:
         group_size: quantization group size the lint checks divisibility against.
     """
 
-    prompt_lens: tuple[int, ...] = (16, 64, 256)
-    contexts: tuple[int, ...] = (16, 64, 256)
+    prompt_lens: tuple[int, ...] | None = None
+    contexts: tuple[int, ...] | None = None
     batches: tuple[int, ...] = (1, 4, 16, 64)
     dtype: str = "fp32"
     quantize: str | None = None
@@ -93,8 +96,9 @@ class BenchConfig:
             value = getattr(self, name)
             if isinstance(value, list):
                 object.__setattr__(self, name, tuple(value))
-        _check_lengths("prompt_lens", self.prompt_lens)
-        _check_lengths("contexts", self.contexts)
+        for name in ("prompt_lens", "contexts"):
+            if getattr(self, name) is not None:
+                _check_lengths(name, getattr(self, name))
         _check_lengths("batches", self.batches, allow_empty=True)
         if self.dtype not in DTYPES:
             raise ValueError(
@@ -118,8 +122,25 @@ class BenchConfig:
         """Model variants measured side by side: the dtype, plus int8 when quantizing."""
         return (self.dtype, "int8") if self.quantize == "int8" and self.dtype != "int8" else (self.dtype,)
 
+    def fitted(self, shape: Shape) -> BenchConfig:
+        """This config with default lengths (None) replaced by the DEFAULT_LENGTHS that fit `shape`'s
+        position table (prompts up to max_seq_len, contexts up to max_seq_len - 1), then checked."""
+        limit = shape.max_seq_len
+        changes = {}
+        if self.prompt_lens is None:
+            changes["prompt_lens"] = tuple(n for n in DEFAULT_LENGTHS if n <= limit) or (limit,)
+        if self.contexts is None:
+            if limit < 2:
+                raise ValueError(f"max_seq_len={limit} leaves no room for a decode step after a cached token")
+            changes["contexts"] = tuple(n for n in DEFAULT_LENGTHS if n < limit) or (limit - 1,)
+        config = replace(self, **changes) if changes else self
+        config.check_fits(shape)
+        return config
+
     def check_fits(self, shape: Shape) -> None:
         """ValueError naming the field when a length does not fit the model's position table."""
+        if self.prompt_lens is None or self.contexts is None:
+            raise ValueError("prompt_lens/contexts are None: call fitted(shape) to choose them for a model")
         if not shape.causal or not shape.lm_head:
             raise ValueError(
                 f"serving needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})"
@@ -141,7 +162,7 @@ class BenchConfig:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         for name in ("prompt_lens", "contexts", "batches"):
-            out[name] = list(out[name])
+            out[name] = None if out[name] is None else list(out[name])
         return out
 
 
@@ -264,7 +285,7 @@ def bench(
         raise ValueError(f"config must be a BenchConfig, got {type(config).__name__}")
     loaded = load_target(target, attn_impl=config.attn_impl, seed=config.seed)
     shape = loaded.shape
-    config.check_fits(shape)
+    config = config.fitted(shape)
     eval_data = None
     if config.quantize == "int8":  # read the checkpoint's validation data now: a missing corpus fails fast
         from depthwidth.bench.quant_report import eval_data_for

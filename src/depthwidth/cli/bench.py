@@ -26,8 +26,10 @@ def add_parser(subparsers) -> None:
     add_shape_args(p)
     p.add_argument("--checkpoint", metavar="PATH", help="a checkpoint.pt (or run folder) written by depthwidth train")
     g = p.add_argument_group("measurement")
-    g.add_argument("--prompt-lens", type=int_list, metavar="N,N", help="prefill prompt lengths (default 16,64,256)")
-    g.add_argument("--contexts", type=int_list, metavar="N,N", help="decode context lengths (default 16,64,256)")
+    g.add_argument("--prompt-lens", type=int_list, metavar="N,N",
+                   help="prefill prompt lengths (default: 16,64,256 where they fit)")
+    g.add_argument("--contexts", type=int_list, metavar="N,N",
+                   help="decode context lengths (default: 16,64,256 where they fit)")
     g.add_argument("--batches", type=int_list, metavar="B,B", help="throughput batch sizes (default 1,4,16,64)")
     g.add_argument("--no-throughput", action="store_true", help="skip the throughput measurement")
     g.add_argument("--new-tokens", type=positive_int, metavar="N", help="tokens generated per sequence (default 16)")
