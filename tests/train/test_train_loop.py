@@ -168,3 +168,25 @@ def test_peak_flops_comes_from_a_matching_hw_profile(tiny_shape, tiny_config, tm
     r = train(tiny_shape, tiny_config.with_(peak_flops=None))
     assert r.peak_flops_source.startswith("measured:gemm")
     assert train(tiny_shape, tiny_config.with_(peak_flops=None)).peak_flops_source.startswith("cached:")
+
+
+def test_a_runtime_failure_returns_failed_and_leaves_no_result(tiny_shape, tiny_config, tmp_path, monkeypatch):
+    real = loop_mod._Run._step
+
+    def step(self, step, meter):
+        if step == 7:
+            raise RuntimeError("CPU out of memory: tried to allocate 1 TiB\nmore detail")
+        return real(self, step, meter)
+
+    monkeypatch.setattr(loop_mod._Run, "_step", step)
+    out = tmp_path / "run"
+    r = train(tiny_shape, tiny_config.with_(checkpoint_every=5), out_dir=out)
+    assert r.status == "failed"
+    assert r.error == "RuntimeError: CPU out of memory: tried to allocate 1 TiB"
+    assert r.steps == 7 and r.val_loss is None
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "error.json", "run.json"]
+    monkeypatch.setattr(loop_mod._Run, "_step", real)
+    resumed = train(tiny_shape, tiny_config.with_(checkpoint_every=5), out_dir=out, resume=True)
+    assert resumed.status == "completed" and resumed.steps == 12
+    assert not (out / "error.json").exists()
+    assert [c["loss"] for c in resumed.curve] == [c["loss"] for c in train(tiny_shape, tiny_config).curve]

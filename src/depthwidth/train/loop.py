@@ -126,7 +126,7 @@ def train(
     run_dir = Path(out_dir) if out_dir is not None else None
     payload = None
     if run_dir is not None:
-        done = stored_result(run_dir, shape=shape, config=config, resume=resume)
+        done = stored_result(run_dir, shape=shape, config=config, dataset=dataset, resume=resume)
         if done is not None:
             return done
         payload = check_resumable(run_dir, shape=shape, config=config, dataset=dataset, resume=resume, device=device)
@@ -148,6 +148,9 @@ class _Run:
         self.evals: list[dict] = []
         self.train_seconds = self.eval_seconds = 0.0
         self.saved_bytes = self.states = None
+        self.peak = None  # PeakFlops, once measured
+        self.n_params = count_params(shape).total  # replaced by the module's own count once built
+        self.hasher = stream.hasher()
         self.max_loss = config.diverge_factor * math.log(dataset.vocab_size)
 
     # ---- setup --------------------------------------------------------------------------------
@@ -204,6 +207,12 @@ class _Run:
 
     # ---- the loop -------------------------------------------------------------------------------
     def run(self, payload) -> TrainResult:
+        try:
+            return self._run(payload)
+        except (RuntimeError, MemoryError) as exc:  # out of memory, a kernel failure: report, do not kill a study
+            return self._finish("failed", error=f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
+
+    def _run(self, payload) -> TrainResult:
         start = self._build(payload)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -211,36 +220,28 @@ class _Run:
                                cache_dir=self.cache_dir, override=self.config.peak_flops)
         flush_every = 1 if self.device.type == "cpu" else 16
         tokens_per_step = self.config.tokens_per_step
-        diverged_at, error = None, None
         pending: list[tuple] = []
         t_group = (time.perf_counter(), time.process_time())
-        try:
-            for step in range(start, self.steps):
-                meter = SavedTensorMeter(self.model.parameters()) if self.saved_bytes is None else None
-                loss, grad_norm, lr = self._step(step, meter)
-                if meter is not None:
-                    self.saved_bytes = meter.peak_bytes
-                pending.append((step, loss, grad_norm, lr))
-                last = step == self.steps - 1
-                do_eval = self.config.eval_every and (step + 1) % self.config.eval_every == 0 and not last
-                do_ckpt = (self.run_dir is not None and self.config.checkpoint_every
-                           and (step + 1) % self.config.checkpoint_every == 0 and not last)
-                if len(pending) >= flush_every or last or do_eval or do_ckpt:
-                    diverged_at = self._flush(pending, t_group, tokens_per_step)
-                    pending = []
-                    if diverged_at is not None:
-                        break
-                    if do_eval:
-                        self._eval(step + 1, full=False)
-                    if do_ckpt:
-                        self._save(step + 1)
-                    t_group = (time.perf_counter(), time.process_time())
-        except (RuntimeError, MemoryError) as exc:  # out of memory, a kernel failure: report, do not kill the study
-            error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        if error is not None:
-            return self._finish("failed", error=error)
-        if diverged_at is not None:
-            return self._finish("diverged", diverged_at=diverged_at)
+        for step in range(start, self.steps):
+            meter = SavedTensorMeter(self.model.parameters()) if self.saved_bytes is None else None
+            loss, grad_norm, lr = self._step(step, meter)
+            if meter is not None:
+                self.saved_bytes = meter.peak_bytes
+            pending.append((step, loss, grad_norm, lr))
+            last = step == self.steps - 1
+            do_eval = self.config.eval_every and (step + 1) % self.config.eval_every == 0 and not last
+            do_ckpt = (self.run_dir is not None and self.config.checkpoint_every
+                       and (step + 1) % self.config.checkpoint_every == 0 and not last)
+            if len(pending) >= flush_every or last or do_eval or do_ckpt:
+                diverged_at = self._flush(pending, t_group, tokens_per_step)
+                pending = []
+                if diverged_at is not None:
+                    return self._finish("diverged", diverged_at=diverged_at)
+                if do_eval:
+                    self._eval(step + 1, full=False)
+                if do_ckpt:
+                    self._save(step + 1)
+                t_group = (time.perf_counter(), time.process_time())
         outcome = self._eval(self.steps, full=True)
         if self.run_dir is not None:
             self._save(self.steps)
@@ -315,9 +316,9 @@ class _Run:
             position_buckets=buckets,
             tokens_per_s=tokens_per_s,
             achieved_flops_per_s=achieved,
-            mfu=achieved / self.peak.flops_per_s if achieved else None,
-            peak_flops=self.peak.flops_per_s,
-            peak_flops_source=self.peak.source,
+            mfu=achieved / self.peak.flops_per_s if achieved and self.peak else None,
+            peak_flops=self.peak.flops_per_s if self.peak else None,
+            peak_flops_source=self.peak.source if self.peak else "",
             peak_memory_bytes=peak_memory,
             saved_activation_bytes=self.saved_bytes,
             state_bytes=self.states,

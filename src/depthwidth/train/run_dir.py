@@ -35,7 +35,8 @@ def _check_same(run_dir: Path, *, what: str, shape: Shape, config: TrainConfig, 
                          "use the same settings or another folder")
 
 
-def stored_result(run_dir: Path, *, shape: Shape, config: TrainConfig, resume: bool) -> TrainResult | None:
+def stored_result(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: Dataset,
+                  resume: bool) -> TrainResult | None:
     """The finished result stored in `run_dir`, returned when resuming; None when there is none."""
     path = run_dir / ckpt.RESULT
     if not path.is_file():
@@ -46,6 +47,9 @@ def stored_result(run_dir: Path, *, shape: Shape, config: TrainConfig, resume: b
     data = ckpt.read_json(path)
     _check_same(run_dir, what="the result", shape=shape, config=config, stored_shape=data.get("shape", {}),
                 stored_config=data.get("config", {}))
+    if data.get("dataset_hash") != dataset.dataset_hash:
+        raise ValueError(f"{run_dir} holds the result of a run on different data "
+                         f"(dataset hash {str(data.get('dataset_hash'))[:12]}, now {dataset.dataset_hash[:12]})")
     return TrainResult.from_dict(data)
 
 
