@@ -144,10 +144,14 @@ def test_a_folder_holding_a_run_is_never_overwritten(tiny_shape, tiny_config, tm
 
 
 def test_threads_and_determinism_settings_are_restored(tiny_shape, tiny_config):
-    before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    def settings():
+        return (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
+                torch.utils.deterministic.fill_uninitialized_memory)
+
+    before = settings()
     r = train(tiny_shape, tiny_config)
     assert r.threads == 1
-    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
+    assert settings() == before
 
 
 def test_peak_flops_comes_from_a_matching_hw_profile(tiny_shape, tiny_config, tmp_path):
