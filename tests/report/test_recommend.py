@@ -39,7 +39,7 @@ def test_latency_limit_trades_loss_for_speed():
     assert not rec.candidates[0].feasible and "decode 4 ms > 2 ms" in rec.candidates[0].reasons
     # (3.205 - 3.005) = +0.200 loss; (4.0 - 1.5) / 4.0 = 62% lower latency
     assert rec.trade.startswith("+0.200 loss for 62% lower decode latency")
-    assert "measured on measured-cpu" in rec.chosen.target.decode_source
+    assert "measured on the study's machine" == rec.chosen.target.decode_source
 
 
 def test_nothing_feasible_names_the_fastest():
@@ -77,15 +77,17 @@ def test_one_seed_uses_the_eval_curve_and_calls_it_a_lower_bound():
     assert rec.within_noise
 
 
-def test_no_noise_estimate_crowns_no_winner():
+def test_no_noise_estimate_names_the_lowest_loss_unverified():
     rows = [result(2, 128, [3.00], decode_ms=2.0), result(8, 64, [3.50], decode_ms=1.0)]
     rec = recommend(rows, Constraints(hardware="cpu"))
-    assert rec.noise.method == "none"
-    assert "No winner on loss" in rec.verdict and rec.chosen.result.label == rows[1].label
+    assert rec.noise.method == "none" and rec.decided_by == "loss (noise unknown)" and not rec.within_noise
+    assert rec.chosen.result.label == rows[0].label
+    assert "not checked against noise" in rec.verdict and "+0.5000" in rec.verdict
 
 
-def test_curve_tail_noise_of_a_straight_line_is_zero():
-    rss, dof = curve_tail_noise([1, 10, 100, 1000], [4.0, 3.0, 2.0, 1.0])
+def test_curve_tail_noise_needs_five_evaluations():
+    assert curve_tail_noise([1, 10, 100, 1000], [4.0, 3.0, 2.0, 1.0]) is None
+    rss, dof = curve_tail_noise([1, 10, 100, 1000, 10000], [5.0, 4.0, 3.0, 2.0, 1.0])
     assert rss == pytest.approx(0.0, abs=1e-12) and dof == 2
 
 

@@ -83,7 +83,7 @@ def test_csv_and_json_hold_the_numbers(written_report):
     assert data["recommendation"]["chosen"] == "P400k/L4-H96-A6"
     assert {r["status"] for r in data["study"]["runs"]} == {"completed", "failed", "diverged"}
     assert data["trends"]["supported"] is False  # two scales cannot carry an extrapolation
-    assert any("2 distinct parameter count" in w for w in data["trends"]["warnings"])
+    assert any("only 2 scales" in w for w in data["trends"]["warnings"])
 
 
 def test_report_of_an_empty_folder_is_a_clear_error(tmp_path):

@@ -52,7 +52,7 @@ def test_overlapping_bands_and_few_scales_say_the_data_cannot_support_it():
     tr = fit_trends(pts, n_bootstrap=30)
     assert not tr.supported
     text = " ".join(tr.warnings)
-    assert "2 distinct parameter count" in text and "overlap" in text and "100x beyond" in text
+    assert "only 2 scales" in text and "overlap" in text and "100x beyond" in text
 
 
 def test_one_scale_fits_nothing_and_says_why():
@@ -73,3 +73,15 @@ def test_joint_fit_when_tokens_vary_independently():
     tr = fit_trends(pts, n_bootstrap=5)
     joint = tr.families[0].joint_fit
     assert joint is not None and joint.beta == pytest.approx(0.25, abs=0.1)
+
+
+def test_members_of_one_family_are_one_scale():
+    from depthwidth.report.trends import count_scales
+
+    assert count_scales([491e3, 499e3, 520e3, 519e3, 498e3]) == 1
+    assert count_scales([1e5, 1.1e5, 4e5, 4.4e5, 1.6e6]) == 3
+    # two shapes of one budget binned into one aspect-ratio family are not a trend
+    pts = [TrendPoint(label=a, aspect_ratio=ar, n=n, d=1e6, loss=2.5) for a, ar, n in
+           (("L4", 26.0, 520e3), ("L3", 40.0, 519e3))]
+    tr = fit_trends(pts, n_bootstrap=2)
+    assert tr.families[0].fit is None and tr.families[0].distinct_n == 1

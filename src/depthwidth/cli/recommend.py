@@ -62,10 +62,11 @@ def print_recommendation(rec) -> None:
     from rich.table import Table
 
     from depthwidth.report.study_tables import nbytes
+    from depthwidth.report.targets import hardware_label
 
     out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
     table = Table(box=box.SIMPLE_HEAVY, title_justify="left",
-                  title=f"Candidates on {rec.constraints.hardware} (sorted by loss)")
+                  title=f"Candidates on {hardware_label(rec.constraints.hardware)} (sorted by loss)")
     for name in ("budget", "shape", "loss", "± seeds", "decode ms", "source", f"{rec.constraints.memory} memory",
                  "meets limits"):
         table.add_column(name, justify="right" if name in ("loss", "± seeds", "decode ms") else "left")

@@ -10,7 +10,7 @@ from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.recommend import Constraints, Recommendation, recommend
 from depthwidth.report.rows import StudyData
 from depthwidth.report.study_tables import Comparison, comparison
-from depthwidth.report.targets import MEASURED, TargetEstimate, estimate_target, resolve_hardware
+from depthwidth.report.targets import MEASURED, TargetEstimate, estimate_target, hardware_label, resolve_hardware
 from depthwidth.report.trends import TrendPoint, TrendReport, fit_trends
 
 
@@ -66,7 +66,7 @@ def build_report(
     noise = estimate_noise(study.results)
     rec = recommend(study.results, constraints, seq_len=p.seq_len or None, batch_size=p.batch_size or 1, noise=noise)
     trends = fit_trends(trend_points(study), n_bootstrap=n_bootstrap, seed=seed)
-    table = comparison(study, targets=targets, hardware=hw if hw != MEASURED else "this machine")
+    table = comparison(study, targets=targets, hardware=hardware_label(hw))
     return Report(study=study, hardware=hw, targets=targets, table=table, trends=trends, noise=noise,
                   recommendation=rec)
 

@@ -53,9 +53,10 @@ def load_study(study_dir: str | os.PathLike) -> StudyData:
     run_rows = tuple(_run_summary(r, results.get(r.run_id)) for r in runs)
     protocol = _protocol(spec, runs, results, summary)
     notes = tuple(summary.warnings)
+    bench_hw = next((b.get("hardware") for b in bench.values() if b.get("hardware")), None)
     return StudyData(name=name, description=spec.get("description", ""), folder=str(folder), spec=spec,
                      spec_text=spec_text, protocol=protocol, results=tuple(shape_results), runs=run_rows,
-                     notes=notes)
+                     notes=notes, bench_hardware=bench_hw)
 
 
 def _best_ids(choice) -> tuple[str, ...]:
@@ -75,9 +76,13 @@ def _shape_result(choice, row, *, shape, by_id, results, curves, bench, seq_len)
     series = []
     for run_id in choice.best_run_ids:
         pts = [p for p in curves.get(run_id, []) if p.val_loss is not None and p.tokens is not None]
-        if pts:
+        train = [p for p in curves.get(run_id, []) if p.train_loss is not None and p.tokens is not None
+                 and math.isfinite(p.train_loss)]
+        if pts or train:
             series.append(CurveSeries(seed=by_id[run_id].seed or 0, tokens=tuple(float(p.tokens) for p in pts),
-                                      val_loss=tuple(float(p.val_loss) for p in pts)))
+                                      val_loss=tuple(float(p.val_loss) for p in pts),
+                                      train_tokens=tuple(float(p.tokens) for p in train),
+                                      train_loss=tuple(float(p.train_loss) for p in train)))
     noise_parts = [curve_tail_noise(s.tokens, s.val_loss) for s in series]
     noise_parts = [p for p in noise_parts if p is not None]
     eval_noise = (math.sqrt(sum(p[0] for p in noise_parts) / sum(p[1] for p in noise_parts))

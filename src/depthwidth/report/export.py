@@ -49,7 +49,11 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
         sp.plot_pareto_throughput(s, out),
     ]
     notes: list[str] = []
-    trade_hw = report.hardware if report.hardware != MEASURED else "cpu"
+    trade_hw = report.hardware
+    if trade_hw == MEASURED:  # the profile the study's benches predicted with, else the table's CPU row
+        from depthwidth.shapes.hardware import HardwareSpec
+
+        trade_hw = HardwareSpec.from_dict(s.bench_hardware) if s.bench_hardware else "cpu"
     trade, skipped = plot_tradeoffs(s, out, hardware=trade_hw)
     figures += trade
     notes += [f"trade-off picture left out for {x}" for x in skipped]

@@ -7,15 +7,15 @@ Two estimates, in order of preference:
    variance of a one-way layout. The standard error of the difference of two shape means is
    s * sqrt(1/n_a + 1/n_b).
 2. **eval-curve** - with one seed per shape there is no seed spread to measure. Instead, each run's
-   last `TAIL` validation evaluations are fitted with a smooth curve in log(tokens) (a parabola, or a
-   line with fewer than 5 evaluations), and the residual
+   last `TAIL` validation evaluations (at least `MIN_EVALS`) are fitted with a parabola in log(tokens),
+   and the residual
    standard deviation (pooled over runs) is taken as the noise of one final loss; the difference of
    two runs then has standard error s * sqrt(2). This captures evaluation and late-training
    fluctuation but not the spread between initialisations, so it is a *lower bound* on seed noise:
    a difference it calls real may still be seed luck. The report says so.
 
 A difference is called real when it exceeds `Z` standard errors (Z = 2, about a 95% two-sided level
-for normal errors). With neither estimate the noise is unknown and no winner is crowned.
+for normal errors). With neither estimate the noise is unknown: the lowest loss is named, unverified.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from depthwidth.report.rows import ShapeResult
 
 NOISE_METHODS = ("seeds", "eval-curve", "none")
 TAIL = 6
+MIN_EVALS = 5
 Z = 2.0
 
 
@@ -57,18 +58,19 @@ class NoiseEstimate:
 
 
 def curve_tail_noise(tokens: Sequence[float], losses: Sequence[float], *, tail: int = TAIL) -> tuple[float, int] | None:
-    """(residual sum of squares, degrees of freedom) of a least-squares fit of the last `tail` finite
-    validation losses against log(tokens): a parabola with 5 or more points (so the curvature of a
-    loss that is still falling is not counted as noise), a straight line with 3 or 4; None with fewer."""
+    """(residual sum of squares, degrees of freedom) of a least-squares parabola through the last `tail`
+    finite validation losses against log(tokens); None with fewer than MIN_EVALS such points. A parabola,
+    not a line, so the curvature of a loss that is still falling is not counted as noise (with 4
+    evaluations of a short run a line's residuals are mostly that curvature)."""
     import numpy as np
 
     pts = [(math.log(t), v) for t, v in zip(tokens, losses)
            if t and t > 0 and v is not None and math.isfinite(v)][-tail:]
-    if len(pts) < 3:
+    if len(pts) < MIN_EVALS:
         return None
     x = np.array([p[0] for p in pts])
     y = np.array([p[1] for p in pts])
-    degree = 2 if len(pts) >= 5 else 1
+    degree = 2
     x = x - x.mean()
     design = np.vander(x, degree + 1)  # (k, degree + 1)
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
@@ -102,8 +104,8 @@ def estimate_noise(results: Sequence[ShapeResult]) -> NoiseEstimate:
             f"around a trend, {sigma:.4f} ({dof} degrees of freedom); this is a lower bound on seed noise - "
             "run more seeds to know"))
     return NoiseEstimate(method="none", sigma=None, dof=0, description=(
-        "no noise estimate: one seed per shape and too few validation evaluations; loss differences "
-        "cannot be judged"))
+        f"no noise estimate: one seed per shape and fewer than {MIN_EVALS} validation evaluations per run; "
+        "whether a loss difference is real cannot be judged (run 2 or more seeds, or evaluate more often)"))
 
 
-__all__ = ["NoiseEstimate", "NOISE_METHODS", "Z", "curve_tail_noise", "estimate_noise"]
+__all__ = ["MIN_EVALS", "NoiseEstimate", "NOISE_METHODS", "Z", "curve_tail_noise", "estimate_noise"]

@@ -8,7 +8,8 @@ Rule:
 3. Noise (`report.noise`): every feasible shape whose loss is within the noise threshold of the
    candidate is tied with it. When the tie holds more than one shape, no shape wins on loss; the
    recommendation is then the tied shape with the lowest decode latency, and the text says that the
-   loss differences are within noise. With no noise estimate at all, the same: no winner on loss.
+   loss differences are within noise. With no noise estimate at all (one seed, too few evaluations),
+   the lowest loss is named but the text says that its lead is not checked against noise.
 4. The trade against the unconstrained best is stated as "+0.021 loss for 38% lower decode latency".
 """
 
@@ -21,7 +22,7 @@ from typing import Sequence
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.rows import ShapeResult
 from depthwidth.report.study_tables import nbytes
-from depthwidth.report.targets import TargetEstimate, estimate_target
+from depthwidth.report.targets import TargetEstimate, estimate_target, hardware_label
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,14 +70,15 @@ class Recommendation:
     best: Candidate | None  # unconstrained best loss
     chosen: Candidate | None  # the recommendation (None when nothing is feasible)
     tied: tuple[Candidate, ...]  # feasible shapes within noise of the best feasible loss (chosen included)
-    decided_by: str  # "loss" | "latency (losses within noise)" | "none"
+    decided_by: str  # "loss" | "latency (losses within noise)" | "loss (noise unknown)" | "none"
     noise: NoiseEstimate
     verdict: str  # one or two plain sentences
     trade: str | None  # "+0.021 loss for 38% lower decode latency" (None when chosen is the best)
 
     @property
     def within_noise(self) -> bool:
-        return self.decided_by != "loss"
+        """The losses of the recommended shape and at least one other are within noise."""
+        return self.decided_by.startswith("latency")
 
     def to_dict(self) -> dict:
         key = lambda c: None if c is None else c.result.key  # noqa: E731
@@ -129,13 +131,14 @@ def recommend(
                               decided_by="none", noise=noise, trade=None,
                               verdict=f"No shape meets the limits ({_limits(constraints)}).{hint}")
     top = feasible[0]
-    tied = tuple(c for c in feasible if _within(noise, top, c))
-    if len(tied) > 1 or noise.sigma is None:
+    tied = tuple(c for c in feasible if _within(noise, top, c)) if noise.sigma is not None else (top,)
+    if len(tied) > 1:
         chosen = min(tied, key=lambda c: (math.inf if c.target.decode_ms is None else c.target.decode_ms))
         decided_by = "latency (losses within noise)"
     else:
-        chosen, decided_by = top, "loss"
-    verdict = _verdict(chosen=chosen, tied=tied, decided_by=decided_by, noise=noise, constraints=constraints)
+        chosen, decided_by = top, "loss" if noise.sigma is not None else "loss (noise unknown)"
+    verdict = _verdict(chosen=chosen, tied=tied, feasible=feasible, decided_by=decided_by, noise=noise,
+                       constraints=constraints)
     trade = None if chosen is best else _trade(chosen, best, noise)
     return Recommendation(constraints=constraints, candidates=tuple(candidates), best=best, chosen=chosen, tied=tied,
                           decided_by=decided_by, noise=noise, verdict=verdict, trade=trade)
@@ -150,7 +153,7 @@ def _within(noise: NoiseEstimate, a: Candidate, b: Candidate) -> bool:
 
 def _under(c: Constraints) -> str:
     if c.max_decode_ms is None and c.max_memory_gb is None:
-        return f"with no latency or memory limit ({c.hardware})"
+        return f"with no latency or memory limit ({hardware_label(c.hardware)})"
     return f"under {_limits(c)}"
 
 
@@ -160,18 +163,23 @@ def _limits(c: Constraints) -> str:
         parts.append(f"decode <= {c.max_decode_ms:g} ms/token")
     if c.max_memory_gb is not None:
         parts.append(f"{c.memory} memory <= {c.max_memory_gb:g} GB")
-    return ", ".join(parts) + f" on {c.hardware}" if parts else f"no latency or memory limit ({c.hardware})"
+    where = hardware_label(c.hardware)
+    return ", ".join(parts) + f" on {where}" if parts else f"no latency or memory limit ({where})"
 
 
-def _verdict(*, chosen: Candidate, tied, decided_by: str, noise: NoiseEstimate, constraints: Constraints) -> str:
+def _verdict(*, chosen: Candidate, tied, feasible, decided_by: str, noise: NoiseEstimate,
+             constraints: Constraints) -> str:
     r, t = chosen.result, chosen.target
     head = (f"Recommended: {r.label} ({r.group}), loss {r.loss_mean:.4f}, decode {_ms(t.decode_ms)} per token "
             f"({t.decode_source}), {t.memory_kind} memory {nbytes(t.memory_bytes)}, {_under(constraints)}.")
     if decided_by == "loss":
         return head + f" Its loss is lower than every other feasible shape by more than the noise ({noise.method})."
     if noise.sigma is None:
-        return head + (" No winner on loss: there is no noise estimate (one seed, too few evaluations), so the "
-                       "fastest feasible shape is named; run more seeds to compare losses.")
+        rest = [c for c in feasible if c is not chosen]
+        lead = "" if not rest else f" (next: {rest[0].result.label}, {rest[0].result.loss_mean - r.loss_mean:+.4f})"
+        return head + (f" It has the lowest loss{lead}, but that lead is not checked against noise: there is no "
+                       "noise estimate (one seed per shape and too few validation evaluations); run 2 or more "
+                       "seeds to know whether it is real.")
     others = [c.result.label for c in tied if c is not chosen]
     spread = max(c.result.loss_mean for c in tied) - min(c.result.loss_mean for c in tied)
     return head + (f" No winner on loss: {', '.join(others)} {'is' if len(others) == 1 else 'are'} within noise "

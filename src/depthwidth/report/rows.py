@@ -20,18 +20,25 @@ RUN_STATUSES = ("pending", "running", "completed", "diverged", "failed")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CurveSeries:
-    """Validation loss against training tokens of one run (one seed at the shape's selected LR)."""
+    """Validation (and training) loss against training tokens of one run (one seed at the shape's
+    selected LR)."""
 
     seed: int
     tokens: tuple[float, ...]
     val_loss: tuple[float, ...]
+    train_tokens: tuple[float, ...] = ()  # the per-step training loss, when stored
+    train_loss: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.tokens) != len(self.val_loss):
             raise ValueError(f"tokens has {len(self.tokens)} points but val_loss has {len(self.val_loss)}")
+        if len(self.train_tokens) != len(self.train_loss):
+            raise ValueError(f"train_tokens has {len(self.train_tokens)} points but train_loss has "
+                             f"{len(self.train_loss)}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "tokens": list(self.tokens), "val_loss": list(self.val_loss)}
+        return {"seed": self.seed, "tokens": list(self.tokens), "val_loss": list(self.val_loss),
+                "train_tokens": list(self.train_tokens), "train_loss": list(self.train_loss)}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,7 +212,8 @@ class StudyData:
     protocol: Protocol
     results: tuple[ShapeResult, ...]
     runs: tuple[RunSummary, ...]
-    notes: tuple[str, ...] = field(default=())  # planner notes (members dropped and why)
+    notes: tuple[str, ...] = field(default=())  # protocol warnings of the study summary
+    bench_hardware: dict[str, Any] | None = None  # the HardwareSpec (as a dict) the benches predicted with
 
     @property
     def groups(self) -> tuple[str, ...]:

@@ -60,6 +60,17 @@ def _save(fig, out: Path, name: str, title: str, caption: str) -> Figure:
     return Figure(name=name, title=title, caption=caption, png=png, svg=svg)
 
 
+def _plain_log(ax, *, x: bool = True, y: bool = False) -> None:
+    """Log axes labelled 0.2, 0.5, 1, 2, ... instead of 2x10^-1 (labels that do not collide)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    for axis, on in ((ax.xaxis, x), (ax.yaxis, y)):
+        if on:
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
+
+
 def _group_colors(groups: Sequence[str]) -> dict[str, tuple]:
     cmap = _plt().get_cmap("tab10")
     return {g: cmap(i % 10) for i, g in enumerate(groups)}
@@ -99,36 +110,54 @@ def plot_basin(study: StudyData, out: Path) -> Figure | None:
                  "Each line is one budget; a flat bottom means many shapes are equally good at that scale.")
 
 
+def _tokens_text(value: float, _pos=None) -> str:
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
 def plot_curves(study: StudyData, out: Path) -> Figure | None:
     groups = [g for g in study.groups if any(r.curves for r in study.results if r.group == g)]
     if not groups:
         return None
+    import numpy as np
+
     plt = _plt()
-    fig, axes = plt.subplots(1, len(groups), figsize=(6.4 * len(groups), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(groups), figsize=(8.6 * len(groups), 4.9), squeeze=False)
     cmap = plt.get_cmap("viridis")
     for ax, g in zip(axes[0], groups):
         rows = sorted((r for r in study.results if r.group == g and r.curves), key=lambda r: r.n_layers)
         finals = []
         for i, r in enumerate(rows):
-            color = cmap(i / max(1, len(rows) - 1))
+            color = cmap(0.85 * i / max(1, len(rows) - 1))  # the light yellow end is hard to see on white
             for j, c in enumerate(r.curves):
+                label = f"{r.label} (d/L {r.aspect_ratio:.0f})" if j == 0 else None
+                if len(c.train_loss) >= 2:
+                    k = max(1, len(c.train_loss) // 20)  # moving average over ~5% of the steps
+                    smooth = np.convolve(c.train_loss, np.ones(k) / k, mode="valid")
+                    ax.plot(c.train_tokens[k - 1:], smooth, color=color, lw=1.0, alpha=0.45, ls="--")
                 pts = [(t, v) for t, v in zip(c.tokens, c.val_loss) if t > 0]
-                if not pts:
-                    continue
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, lw=1.4, alpha=0.9 if j == 0 else 0.5,
-                        label=f"{r.label} (d/L {r.aspect_ratio:.0f})" if j == 0 else None)
-                finals.append(pts[-1][1])
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, lw=1.8, marker="o", ms=3.5,
+                            alpha=0.95 if j == 0 else 0.55, label=label)
+                    finals.append(pts[-1][1])
+        ax.plot([], [], color="0.4", lw=1.8, marker="o", ms=3.5, label="validation (markers: evaluations)")
+        ax.plot([], [], color="0.4", lw=1.0, ls="--", alpha=0.6, label="training, smoothed")
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(plt.FuncFormatter(_tokens_text))
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
         if finals:
             lo, hi = min(finals), max(finals)
-            ax.set_ylim(lo - 0.05 * max(hi - lo, 0.2), hi + 1.5 * max(hi - lo, 0.2))
+            ax.set_ylim(lo - 0.1 * max(hi - lo, 0.2), hi + 1.2 * max(hi - lo, 0.2))
         ax.set_xlabel("training tokens (log scale)")
-        ax.set_ylabel("validation loss (nats/token)")
-        ax.set_title(f"{g}: validation loss while training")
+        ax.set_ylabel("loss (nats/token)")
+        ax.set_title(f"{g}: loss while training, at each shape's best LR")
         ax.grid(True, which="both", alpha=0.25)
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
     return _save(fig, out, "curves", "Loss curves",
-                 "Validation loss against tokens at each shape's selected learning rate; one line per seed.")
+                 "Validation loss (solid, at each evaluation) and smoothed training loss (dashed) against tokens, "
+                 "at each shape's selected learning rate; one line per seed.")
 
 
 def _pareto_plot(study, out, *, name, xs_of, xlabel, title, caption, maximise_x: bool, log_x: bool):
@@ -154,6 +183,7 @@ def _pareto_plot(study, out, *, name, xs_of, xlabel, title, caption, maximise_x:
         ax.scatter([], [], color=colors[g], label=g)
     if log_x:
         ax.set_xscale("log")
+        _plain_log(ax)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("validation loss (nats/token)")
     ax.set_title(title)
@@ -234,12 +264,13 @@ def plot_latency_check(study: StudyData, out: Path) -> Figure | None:
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
+    _plain_log(ax, x=True, y=True)
     hw = sorted({r.bench_hardware for r in study.results if r.bench_hardware})
     ax.set_xlabel(f"roofline prediction, ms ({', '.join(hw)})")
     ax.set_ylabel("measured, ms (median)")
     ax.set_title("Measured against predicted latency (above the line: slower than predicted)")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(loc="upper left")
+    ax.legend(loc="lower right")
     return _save(fig, out, "latency_check", "Measured against predicted latency",
                  "How far to trust the roofline: the ratio measured/predicted per shape.")
 

@@ -19,8 +19,9 @@ from depthwidth.report.study_plots import Figure
 TOLERANCE = 0.10
 
 
-def plot_tradeoffs(study: StudyData, out: Path, *, hardware: str, dtype: str = "bf16") -> tuple[list[Figure], list[str]]:
-    """(figures, skipped reasons), one figure per iso-parameter group on `hardware`."""
+def plot_tradeoffs(study: StudyData, out: Path, *, hardware, dtype: str = "bf16") -> tuple[list[Figure], list[str]]:
+    """(figures, skipped reasons), one figure per iso-parameter group on `hardware` (a name or a
+    `HardwareSpec`)."""
     from depthwidth.report.plots import plot_plan
     from depthwidth.shapes.evaluate import PlanResult, Workload, evaluate_shape, pareto_front
     from depthwidth.shapes.families import Family, FamilyMember

@@ -31,7 +31,7 @@ class TargetEstimate:
     key: str
     hardware: str
     decode_ms: float | None
-    decode_source: str  # "measured on cpu" | "predicted for h100-sxm" | "unavailable"
+    decode_source: str  # "measured on the study's machine" | "predicted for h100-sxm" | "unavailable ..."
     prefill_ms: float | None
     prefill_source: str
     memory_bytes: float | None
@@ -59,6 +59,11 @@ def resolve_hardware(name: str) -> str:
     from depthwidth.shapes.hardware import get_hardware
 
     return get_hardware(name).name
+
+
+def hardware_label(name: str) -> str:
+    """How a target is named in text: 'this machine' for the study's own measurements."""
+    return "the study's machine" if name == MEASURED else name
 
 
 def measured_applies(target: str, bench_hardware: str | None) -> bool:
@@ -102,11 +107,11 @@ def estimate_target(
         if value > shape.max_seq_len:
             raise ValueError(f"{name}={value} exceeds max_seq_len={shape.max_seq_len} of {result.label}")
     measured = measured_applies(target, result.bench_hardware)
-    where = "this machine" if target == MEASURED else target
+    where = hardware_label(target)
 
     def pick(measured_ms, measured_len, want_len, predict) -> tuple[float | None, str]:
         if measured and measured_ms is not None and measured_len == want_len:
-            return measured_ms, f"measured on {result.bench_hardware}"
+            return measured_ms, "measured on the study's machine"
         if target == MEASURED:
             return None, "unavailable (not measured at this length)"
         return predict() * 1e3, f"predicted for {target}"
@@ -133,4 +138,4 @@ def estimate_target(
                           memory_source=memory_source, memory_kind=memory, context=context, prompt_len=prompt_len)
 
 
-__all__ = ["MEMORY_KINDS", "MEASURED", "TargetEstimate", "estimate_target", "measured_applies", "resolve_hardware"]
+__all__ = ["MEMORY_KINDS", "MEASURED", "TargetEstimate", "estimate_target", "hardware_label", "measured_applies", "resolve_hardware"]

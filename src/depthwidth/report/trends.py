@@ -21,6 +21,9 @@ from typing import Sequence
 
 from depthwidth.report.fit import MIN_DISTINCT_N, Interval, PowerLawFit, fit_power_law
 
+#: N values closer than this factor are one scale
+SCALE_RATIO = 1.25
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrendPoint:
@@ -139,9 +142,6 @@ def fit_trends(
             f"no aspect-ratio family was measured at {MIN_DISTINCT_N} or more scales (at most {most}): "
             "no trend can be fitted, and a conclusion from one scale does not transfer to others by itself"
         )
-    for f in families:
-        if f.skipped:
-            warnings.append(f"{f.family}: {f.skipped}")
     supported = bool(fitted)
     extrapolation: list[ExtrapolationPoint] = []
     best = None
@@ -156,10 +156,17 @@ def fit_trends(
         first = [p for p in extrapolation if math.isclose(p.n, n_max * factors[0])]
         best_point = min(first, key=lambda p: p.loss.value)
         best = best_point.family
-        best_fit = next(f.fit for f in fitted if f.family == best)
-        for w in best_fit.warnings:
+        best_trend = next(f for f in fitted if f.family == best)
+        if best_trend.distinct_n < MIN_DISTINCT_N:
             supported = False
-            warnings.append(f"{best}: {w}")
+            warnings.append(
+                f"{best}: measured at only {best_trend.distinct_n} scales (sizes more than {SCALE_RATIO:g}x apart): "
+                f"a 3-parameter law through fewer than {MIN_DISTINCT_N} scales is not determined by the data; "
+                "do not extrapolate it")
+        for w in best_trend.fit.warnings:
+            if best_trend.distinct_n >= MIN_DISTINCT_N:
+                supported = False
+                warnings.append(f"{best}: {w}")
         for p in first:
             if p.family != best and p.loss.overlaps(best_point.loss):
                 supported = False
@@ -177,9 +184,20 @@ def fit_trends(
                        supported=supported, warnings=tuple(warnings))
 
 
+def count_scales(ns: Sequence[float], *, ratio: float = SCALE_RATIO) -> int:
+    """Distinct model sizes: sorted N values more than `ratio` apart start a new scale (members of one
+    iso-parameter family differ by a few percent and are one scale, not several)."""
+    scales, last = 0, None
+    for n in sorted(ns):
+        if last is None or n > last * ratio:
+            scales += 1
+            last = n
+    return scales
+
+
 def _fit_family(name: str, pts: list[TrendPoint], *, n_bootstrap: int, level: float, seed: int) -> FamilyTrend:
     ns = [p.n for p in pts]
-    distinct_n = len({round(math.log(n), 6) for n in ns})
+    distinct_n = count_scales(ns)
     distinct_d = len({round(math.log(p.d), 6) for p in pts})
     labels = tuple(sorted({p.label for p in pts}))
     base = dict(family=name, aspect_ratio=_median([p.aspect_ratio for p in pts]), labels=labels,
@@ -213,4 +231,5 @@ def _median(values: Sequence[float]) -> float:
     return s[mid] if len(s) % 2 else 0.5 * (s[mid - 1] + s[mid])
 
 
-__all__ = ["ExtrapolationPoint", "FamilyTrend", "TrendPoint", "TrendReport", "family_of", "fit_trends"]
+__all__ = ["ExtrapolationPoint", "FamilyTrend", "SCALE_RATIO", "TrendPoint", "TrendReport", "count_scales", "family_of",
+           "fit_trends"]
