@@ -167,8 +167,12 @@ def test_peak_flops_comes_from_a_matching_hw_profile(tiny_shape, tiny_config, tm
     r = train(tiny_shape, tiny_config.with_(peak_flops=None))
     assert r.peak_flops == 123e9 and r.peak_flops_source.startswith("profile:")
     assert r.mfu == pytest.approx(r.achieved_flops_per_s / 123e9)
+    (cache / "hw-profile.json").unlink()
+    (cache / "hw-profile-1threads.json").write_text(_json.dumps({**profile, "peak_flops": {"fp32": 99e9}}))
+    assert train(tiny_shape, tiny_config.with_(peak_flops=None)).peak_flops == 99e9  # the per-thread sibling
     profile["threads"] = 2  # measured with other settings: not used, a GEMM is timed instead
     (cache / "hw-profile.json").write_text(_json.dumps(profile))
+    (cache / "hw-profile-1threads.json").unlink()
     r = train(tiny_shape, tiny_config.with_(peak_flops=None))
     assert r.peak_flops_source.startswith("measured:gemm")
     assert train(tiny_shape, tiny_config.with_(peak_flops=None)).peak_flops_source.startswith("cached:")

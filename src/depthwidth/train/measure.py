@@ -2,8 +2,9 @@
 for backward, bytes of model and optimizer states, peak resident memory.
 
 Peak FLOP/s, in order of preference: `TrainConfig.peak_flops`; the hardware profile JSON written by
-`depthwidth hw measure` (`<cache_dir>/hw-profile.json`, its `peak_flops[dtype]`, used when it was a
-full run on this device with these threads and this torch); else a quick GEMM measurement cached in
+`depthwidth hw measure` (`<cache_dir>/hw-profile.json` or its per-thread-count sibling, its
+`peak_flops[dtype]`, used when it was a full run on this device with these threads and this torch);
+else a quick GEMM measurement cached in
 `<cache_dir>/peak/`, keyed by device name, dtype, threads and torch version. On CPU the GEMM is run
 both through `torch.mm` and through oneDNN (`mkldnn_linear` on mkldnn tensors), which reaches about
 twice the fp32 rate of the default MKL path on some CPUs; the larger is the peak (MFU is measured
@@ -48,10 +49,14 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
-def hw_profile_path(cache_dir: Path) -> Path:
-    """$DEPTHWIDTH_HW_PROFILE, else <cache_dir>/hw-profile.json (where `depthwidth hw measure` saves)."""
+def hw_profile_paths(cache_dir: Path, *, threads: int) -> list[Path]:
+    """$DEPTHWIDTH_HW_PROFILE; else where `depthwidth hw measure` and `depthwidth bench` keep
+    profiles: <cache_dir>/hw-profile.json and its per-thread-count sibling
+    <cache_dir>/hw-profile-<threads>threads.json."""
     env = os.environ.get("DEPTHWIDTH_HW_PROFILE")
-    return Path(env).expanduser() if env else cache_dir / "hw-profile.json"
+    if env:
+        return [Path(env).expanduser()]
+    return [cache_dir / "hw-profile.json", cache_dir / f"hw-profile-{threads}threads.json"]
 
 
 def _profile_peak(path: Path, *, dtype: str, threads: int, device: torch.device) -> float | None:
@@ -90,10 +95,10 @@ def peak_flops(*, dtype: str, device: torch.device, threads: int, cache_dir: Pat
     """The MFU denominator (see module docstring)."""
     if override is not None:
         return PeakFlops(flops_per_s=float(override), source="config")
-    profile = hw_profile_path(cache_dir)
-    value = _profile_peak(profile, dtype=dtype, threads=threads, device=device)
-    if value is not None:
-        return PeakFlops(flops_per_s=value, source=f"profile:{profile}")
+    for profile in hw_profile_paths(cache_dir, threads=threads):
+        value = _profile_peak(profile, dtype=dtype, threads=threads, device=device)
+        if value is not None:
+            return PeakFlops(flops_per_s=value, source=f"profile:{profile}")
     name = device_name(device)
     key = f"{device.type}-{_slug(name)}-{dtype}-t{threads}-torch{torch.__version__}"
     path = cache_dir / "peak" / f"{key}.json"
