@@ -51,3 +51,16 @@ def test_probe_corpus_is_a_named_slice_and_deterministic():
     spec = parse_probe_spec("probe:multihop:1,2:3@10")
     assert spec.train_difficulties == (1, 2) and spec.test_difficulties == (3,) and spec.n_train == 10
     assert {e.difficulty for e in probe_test_set(spec)} == {3}
+
+
+def test_training_on_a_probe_reports_accuracy_per_difficulty(tmp_path):
+    from depthwidth.train import TrainConfig, train
+
+    shape = Shape(n_layers=1, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32)
+    config = TrainConfig(corpus="probe:parity:2,3:2,3,4@40", seq_len=32, batch_size=4, steps=3, threads=1,
+                         eval_windows=4, cache_dir=str(tmp_path), peak_flops=1e11)
+    result = train(shape, config)
+    assert result.status == "completed"
+    assert set(result.probe_accuracy) == {"parity"} and set(result.probe_accuracy["parity"]) == {"2", "3", "4"}
+    assert all(0.0 <= a <= 1.0 for a in result.probe_accuracy["parity"].values())
+    assert "probe:parity:2,3:2,3,4@40" in result.val_loss_by_slice

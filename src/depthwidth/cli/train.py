@@ -63,6 +63,9 @@ def add_parser(subparsers) -> None:
     src.add_argument("--data", metavar="PATH", help="a UTF-8 text file or a folder of them")
     src.add_argument("--corpus", metavar="NAME",
                      help="shakespeare (default), python-docs, python-code, or a mixture like python-docs+python-code")
+    src.add_argument("--probe", metavar="NAME",
+                     help="a synthetic probe task: multihop, recall, facts, addition, parity, or a full spec "
+                          "probe:NAME[:TRAIN[:TEST]][@N]; accuracy is reported per difficulty")
     d.add_argument("--tokenizer", default="byte", metavar="KIND", help="byte (default), char, or bpe:N")
     d.add_argument("--val-fraction", type=fraction, default=0.1, help="held-out tail of each slice (default 0.1)")
     d.add_argument("--test-fraction", type=fraction, default=0.0, help="test tail after validation (default 0)")
@@ -109,6 +112,8 @@ def config_from_args(args: argparse.Namespace):
     if args.steps is None and args.tokens is None:
         raise UsageError("no budget: give --steps N or --tokens N")
     corpus = os.path.abspath(args.data) if args.data else (args.corpus or "shakespeare")
+    if args.probe:
+        corpus = args.probe if args.probe.startswith("probe:") else f"probe:{args.probe}"
     if args.data and not os.path.exists(args.data):
         raise FileNotFoundError(f"--data {args.data}: no such file or folder")
     return TrainConfig(
@@ -199,6 +204,8 @@ def result_rows(result) -> list[tuple[str, str]]:
     if len(result.val_loss_by_slice) > 1:
         rows += [(f"  slice {k}", _fmt(v)) for k, v in result.val_loss_by_slice.items()]
     rows.append(("val loss by position", " ".join(_fmt(v, ".3f") for v in result.val_loss_by_position)))
+    for probe, by_difficulty in result.probe_accuracy.items():
+        rows.append((f"  probe {probe} accuracy", "  ".join(f"{d}: {a:.1%}" for d, a in by_difficulty.items())))
     rows += [
         ("params (non-embedding)", f"{result.params:,} ({result.non_embedding_params:,})"),
         ("steps / tokens", f"{result.steps:,} / {result.tokens:,}"),

@@ -26,6 +26,7 @@ import torch
 
 from depthwidth.data.batches import BatchStream, gather_windows
 from depthwidth.data.dataset import Dataset, load_dataset, resolve_cache_dir
+from depthwidth.data.probes import parse_probe_spec, probe_test_set
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
@@ -34,6 +35,7 @@ from depthwidth.train import checkpoint as ckpt
 from depthwidth.train.config import TrainConfig, lr_at
 from depthwidth.train.evaluate import evaluate, position_buckets
 from depthwidth.train.measure import SavedTensorMeter, peak_flops, peak_rss_bytes, state_bytes
+from depthwidth.train.probe_eval import probe_accuracy
 from depthwidth.train.result import TrainProgress, TrainResult
 from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
 
@@ -248,9 +250,22 @@ class _Run:
                     self._save(step + 1)
                 t_group = (time.perf_counter(), time.process_time())
         outcome = self._eval(self.steps, full=True)
+        probes = self._probes()
         if self.run_dir is not None:
             self._save(self.steps)
-        return self._finish("completed", outcome=outcome)
+        return self._finish("completed", outcome=outcome, probes=probes)
+
+    def _probes(self) -> dict[str, dict[str, float]]:
+        """Exact-match accuracy on the held-out test examples of every probe slice, by difficulty."""
+        specs = [s.name for s in self.dataset.slices if s.kind == "probe"]
+        if not specs:
+            return {}
+        t0 = time.perf_counter()
+        examples = [ex for spec in specs for ex in probe_test_set(parse_probe_spec(spec))]
+        acc = probe_accuracy(self.model, tokenizer=self.dataset.tokenizer, examples=examples, device=self.device,
+                             batch_size=self.config.micro_batch_size, autocast=self.autocast)
+        self.eval_seconds += time.perf_counter() - t0
+        return {probe: {str(d): a for d, a in by.items()} for probe, by in acc.items()}
 
     def _flush(self, pending, t_group: tuple[float, float], tokens_per_step: int) -> int | None:
         if len(pending) == 1:
@@ -300,7 +315,7 @@ class _Run:
         ckpt.save_checkpoint(self.run_dir / ckpt.CHECKPOINT, model=self.model, optimizer=self.optimizer,
                              device=self.device, meta=self._meta(step))
 
-    def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None) -> TrainResult:
+    def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
         cfg = self.config
         buckets = position_buckets(cfg.seq_len)
         timed = [c for c in self.curve if c["step"] > 0] or self.curve
@@ -352,6 +367,7 @@ class _Run:
             shape=self.shape.to_dict(),
             config=cfg.to_dict(),
             dataset=self.dataset.to_dict(),
+            probe_accuracy=probes or {},
         )
         if self.progress is not None:
             self.progress(TrainProgress(phase="done", step=len(self.curve), steps=self.steps, loss=None,

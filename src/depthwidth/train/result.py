@@ -65,6 +65,8 @@ class TrainResult:
     shape: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     dataset: dict[str, Any] = field(default_factory=dict)
+    #: {probe: {difficulty: exact-match accuracy}} on held-out probe examples (probe slices only)
+    probe_accuracy: dict[str, dict[str, float]] = field(default_factory=dict)
     schema: int = RESULT_SCHEMA
 
     def __post_init__(self) -> None:
@@ -88,7 +90,7 @@ class TrainResult:
         """The headline numbers (what `depthwidth train --json` leads with)."""
         keys = ("status", "val_loss", "val_loss_by_slice", "val_loss_by_position", "tokens_per_s",
                 "achieved_flops_per_s", "mfu", "peak_memory_bytes", "params", "steps", "tokens",
-                "diverged_at_step", "batch_stream_hash", "corpus_hash")
+                "diverged_at_step", "batch_stream_hash", "corpus_hash", "probe_accuracy")
         return {k: getattr(self, k) for k in keys}
 
 
