@@ -5,11 +5,13 @@ natural text (the byte tokenizer by default) and can be mixed into a study as a 
 exact match on the answer tokens, teacher-forced (see `depthwidth.train.probe_eval`).
 
 Probes (difficulty in brackets):
-- `multihop` [k hops], depth-hungry: a fresh random permutation of letters is written as pointers
-  "b>e,e>a,...", then the query asks where k hops from a start letter lead. Composing k lookups
+- `multihop` [k hops], depth-hungry: a fresh random cycle of letters is written as pointers
+  "be,ea,..." (b points to e), then the query "|2b" asks where k=2 hops from b lead. One hop is
+  exactly what an induction head does (copy the token that followed the previous occurrence); Composing k lookups
   inside one forward pass needs about k sequential steps (Sanford et al. 2024 relate the number of
   hops a Transformer can compose to its depth).
-- `recall` [n pairs], in-context associative recall: n key=value pairs, then one key is queried.
+- `recall` [n pairs], in-context associative recall: n key-value pairs "b3,f7,...", then the query
+  "|f" asks for one key's value (an induction-head task; harder with more pairs in the context).
 - `facts` [n facts], memorisation in the weights: a fixed table of n key -> value facts (the same
   table for every seed of a split; train and test query the same facts), so accuracy measures
   capacity; `capacity_bits` turns accuracy into stored bits (Allen-Zhu & Li 2024 report about 2 bits
@@ -79,21 +81,21 @@ def _multihop(rng: random.Random, k: int) -> tuple[str, str]:
     n = max(6, k + 3)
     letters = rng.sample(LETTERS, n)
     nxt = {letters[i]: letters[(i + 1) % n] for i in range(n)}  # one cycle through n letters
-    pairs = [f"{a}>{b}" for a, b in nxt.items()]
+    pairs = [a + b for a, b in nxt.items()]  # "ab": a points to b
     rng.shuffle(pairs)
     start = rng.choice(letters)
     node = start
     for _ in range(k):
         node = nxt[node]
-    return f"{','.join(pairs)}|{start}*{k}=", node
+    return f"{','.join(pairs)}|{k}{start}", node
 
 
 def _recall(rng: random.Random, n: int) -> tuple[str, str]:
     keys = rng.sample(KEY_ALPHABET, n)
     values = [str(rng.randrange(10)) for _ in keys]
     query = rng.randrange(n)
-    pairs = ",".join(f"{k}={v}" for k, v in zip(keys, values))
-    return f"{pairs}|{keys[query]}?", values[query]
+    pairs = ",".join(k + v for k, v in zip(keys, values))  # "b3": key b holds 3
+    return f"{pairs}|{keys[query]}", values[query]
 
 
 def fact_table(n: int, seed: int) -> list[tuple[str, str]]:
