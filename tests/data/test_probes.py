@@ -16,27 +16,34 @@ from depthwidth.data.probes import (
 
 
 def check_multihop(prompt: str) -> str:
-    m = re.fullmatch(r"((?:[a-z]{2},)*[a-z]{2})\|(\d+)([a-z])", prompt)
+    m = re.fullmatch(r"((?:[a-z]{2},)*[a-z]{2})\|((?:\d+[a-z]{2},)*)(\d+)([a-z])", prompt)
     assert m, prompt
     pairs = m.group(1).split(",")
     edges = {p[0]: p[1] for p in pairs}
     assert len(edges) == len(pairs), "each letter has exactly one pointer"
-    hops, node = int(m.group(2)), m.group(3)
-    seen = []
-    while len(seen) < hops:
-        node = edges[node]
-        seen.append(node)
-    return node
+
+    def walk(node: str, hops: int) -> str:
+        for _ in range(hops):
+            node = edges[node]
+        return node
+
+    for answered in filter(None, m.group(2).split(",")):  # the answered queries are right too
+        assert walk(answered[-2], int(answered[:-2])) == answered[-1]
+    return walk(m.group(4), int(m.group(3)))
 
 
 def check_recall(prompt: str) -> str:
-    pairs, query = prompt.split("|")
+    pairs, queries = prompt.split("|")
     table = {}
     for pair in pairs.split(","):
         key, value = pair[0], pair[1:]
         assert key not in table, "keys are unique within an example"
         table[key] = value
-    return table[query]
+    *answered, last = queries.split(",")
+    for q in answered:
+        assert table[q[0]] == q[1:]
+    assert sorted([q[0] for q in answered] + [last]) == sorted(table), "every key is queried once"
+    return table[last]
 
 
 def check_addition(prompt: str) -> str:
@@ -76,7 +83,8 @@ def test_multihop_difficulty_changes_the_answer_distribution():
     # k hops must really be k: with a cycle of n letters, 1 hop and 2 hops never agree
     one = generate("multihop", difficulty=1, n=50, seed=1)
     for ex in one:
-        two = ex.prompt[:-2] + "2" + ex.prompt[-1]
+        pairs = ex.prompt.split("|")[0]
+        two = f"{pairs}|2{ex.prompt[-1]}"
         assert check_multihop(two) != ex.answer
 
 

@@ -6,12 +6,16 @@ exact match on the answer tokens, teacher-forced (see `depthwidth.train.probe_ev
 
 Probes (difficulty in brackets):
 - `multihop` [k hops], depth-hungry: a fresh random cycle of letters is written as pointers
-  "be,ea,..." (b points to e), then the query "|2b" asks where k=2 hops from b lead. One hop is
-  exactly what an induction head does (copy the token that followed the previous occurrence); Composing k lookups
+  "be,ea,..." (b points to e), then queries "2b" ask where k=2 hops from a start letter lead, each
+  followed by its answer; the last query's answer is scored. One hop is exactly what an induction
+  head does (copy the token that followed the previous occurrence); Composing k lookups
   inside one forward pass needs about k sequential steps (Sanford et al. 2024 relate the number of
   hops a Transformer can compose to its depth).
-- `recall` [n pairs], in-context associative recall: n key-value pairs "b3,f7,...", then the query
-  "|f" asks for one key's value (an induction-head task; harder with more pairs in the context).
+- `recall` [n pairs], in-context multi-query associative recall (MQAR, Arora et al. 2023, "Zoology"):
+  n key-value pairs "b3,f7,...", then every key is queried once in a random order, each query
+  followed by its value; the last value is scored (harder with more pairs in the context).
+Several answered queries per example give many supervised tokens per sequence, which is what makes
+these tasks learnable with a plain language-model loss in CPU minutes.
 - `facts` [n facts], memorisation in the weights: a fixed table of n key -> value facts (the same
   table for every seed of a split; train and test query the same facts), so accuracy measures
   capacity; `capacity_bits` turns accuracy into stored bits (Allen-Zhu & Li 2024 report about 2 bits
@@ -30,6 +34,7 @@ import string
 from dataclasses import dataclass
 
 LETTERS = string.ascii_lowercase
+QUERIES = 4  # multihop queries per example (the last one is scored)
 KEY_ALPHABET = "bcdfghjklmnpqrstvwxz"  # consonants: keys never collide with values or separators
 
 
@@ -83,19 +88,23 @@ def _multihop(rng: random.Random, k: int) -> tuple[str, str]:
     nxt = {letters[i]: letters[(i + 1) % n] for i in range(n)}  # one cycle through n letters
     pairs = [a + b for a, b in nxt.items()]  # "ab": a points to b
     rng.shuffle(pairs)
-    start = rng.choice(letters)
-    node = start
-    for _ in range(k):
-        node = nxt[node]
-    return f"{','.join(pairs)}|{k}{start}", node
+    queries = []
+    for start in rng.sample(letters, QUERIES):
+        node = start
+        for _ in range(k):
+            node = nxt[node]
+        queries.append((f"{k}{start}", node))
+    answered = ",".join(q + a for q, a in queries[:-1])
+    return f"{','.join(pairs)}|{answered},{queries[-1][0]}", queries[-1][1]
 
 
 def _recall(rng: random.Random, n: int) -> tuple[str, str]:
     keys = rng.sample(KEY_ALPHABET, n)
     values = [str(rng.randrange(10)) for _ in keys]
-    query = rng.randrange(n)
     pairs = ",".join(k + v for k, v in zip(keys, values))  # "b3": key b holds 3
-    return f"{pairs}|{keys[query]}", values[query]
+    order = rng.sample(range(n), n)  # every key is queried once, in a random order
+    answered = "".join(f"{keys[i]}{values[i]}," for i in order[:-1])
+    return f"{pairs}|{answered}{keys[order[-1]]}", values[order[-1]]
 
 
 def fact_table(n: int, seed: int) -> list[tuple[str, str]]:
