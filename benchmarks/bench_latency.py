@@ -6,7 +6,7 @@ Steps, all in one run: `measure_profile(threads=2)` (GEMM peak per path, copy ba
 `predict_forward(..., dtype="fp32")` on `profile_to_hardware(profile)` (best GEMM path: oneDNN on this
 CPU) and on `profile_to_hardware(profile, gemm_path="torch.mm")` (the path an eager fp32 nn.Linear
 takes), and the measured time of `Transformer(shape)` forwards (eager, no grad, fp32, SDPA attention,
-2 threads; median and min of repeats). Ratio = measured median / predicted; 1.0 is a perfect
+2 threads; median and min of repeats, taken in interleaved rounds). Ratio = measured median / predicted; 1.0 is a perfect
 prediction, > 1 means the roofline is optimistic. Nothing is fitted: the model is the plain module
 and the profile is measured once.
 
@@ -35,19 +35,22 @@ BATCHES = (1, 8)
 SEQ_LENS = (64, 256, 512)
 
 
-def measure_forward(model: Transformer, *, batch: int, seq_len: int, reps: int) -> tuple[float, float]:
-    """(median, min) seconds of `reps` no-grad forwards after two warm-ups."""
+def measure_points(models: dict[str, Transformer], points: list[tuple[str, int, int]], *,
+                   reps: int) -> dict[tuple[str, int, int], list[float]]:
+    """Seconds of no-grad forwards per (shape label, batch, seq_len), in interleaved rounds (every point
+    once per round, after one warm-up round), so that other work on the machine hits all shapes alike."""
     gen = torch.Generator().manual_seed(0)
-    idx = torch.randint(0, model.shape.vocab_size, (batch, seq_len), generator=gen)  # (B, T)
+    inputs = {pt: torch.randint(0, models[pt[0]].shape.vocab_size, (pt[1], pt[2]), generator=gen)  # (B, T)
+              for pt in points}
+    samples: dict[tuple[str, int, int], list[float]] = {pt: [] for pt in points}
     with torch.no_grad():
-        for _ in range(2):
-            model(idx)
-        samples = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            model(idx)
-            samples.append(time.perf_counter() - start)
-    return statistics.median(samples), min(samples)
+        for round_ in range(reps + 1):
+            for pt in points:
+                start = time.perf_counter()
+                models[pt[0]](inputs[pt])
+                if round_:  # round 0 warms up
+                    samples[pt].append(time.perf_counter() - start)
+    return samples
 
 
 def main() -> int:
@@ -73,25 +76,30 @@ def main() -> int:
               f"{'ratio':>7}{'pred(mm) ms':>13}{'ratio(mm)':>10}{'compute%':>9}")
     print(header)
     print("-" * len(header))
+    models = {}
+    for member in family.members:
+        torch.manual_seed(0)
+        models[member.shape.label()] = Transformer(member.shape).eval()
+    points = [(m.shape.label(), b, t) for m in family.members for b in BATCHES for t in SEQ_LENS]
+    samples = measure_points(models, points, reps=args.reps)
     rows = []
     for member in family.members:
         shape = member.shape
-        torch.manual_seed(0)
-        model = Transformer(shape).eval()
         for batch in BATCHES:
             for seq_len in SEQ_LENS:
-                measured, fastest = measure_forward(model, batch=batch, seq_len=seq_len, reps=args.reps)
+                times = samples[(shape.label(), batch, seq_len)]
+                measured, fastest = statistics.median(times), min(times)
                 pred = predict_forward(shape, hardware=best, batch=batch, seq_len=seq_len, dtype="fp32")
                 pred_mm = predict_forward(shape, hardware=default_path, batch=batch, seq_len=seq_len, dtype="fp32")
                 row = {"shape": shape.label(), "params": member.params, "batch": batch, "seq_len": seq_len,
-                       "measured_s": measured, "measured_min_s": fastest, "predicted_s": pred.total_s, "ratio": measured / pred.total_s,
-                       "predicted_mm_s": pred_mm.total_s, "ratio_mm": measured / pred_mm.total_s,
-                       "compute_bound_share": pred.compute_bound_share, "overhead_s": pred.overhead_s}
+                       "measured_s": measured, "measured_min_s": fastest, "predicted_s": pred.total_s,
+                       "ratio": measured / pred.total_s, "predicted_mm_s": pred_mm.total_s,
+                       "ratio_mm": measured / pred_mm.total_s, "compute_bound_share": pred.compute_bound_share,
+                       "overhead_s": pred.overhead_s}
                 rows.append(row)
                 print(f"{row['shape']:<14}{member.params / 1e6:>7.2f}M{batch:>6}{seq_len:>5}{measured * 1e3:>11.2f}"
-                      f"{fastest * 1e3:>9.2f}"
-                      f"{pred.total_s * 1e3:>9.2f}{row['ratio']:>7.2f}{pred_mm.total_s * 1e3:>13.2f}"
-                      f"{row['ratio_mm']:>10.2f}{pred.compute_bound_share * 100:>8.0f}%")
+                      f"{fastest * 1e3:>9.2f}{pred.total_s * 1e3:>9.2f}{row['ratio']:>7.2f}"
+                      f"{pred_mm.total_s * 1e3:>13.2f}{row['ratio_mm']:>10.2f}{pred.compute_bound_share * 100:>8.0f}%")
     ratios = [r["ratio"] for r in rows]
     ratios_mm = [r["ratio_mm"] for r in rows]
     print(f"measured/predicted (best GEMM path): median {statistics.median(ratios):.2f}, "
