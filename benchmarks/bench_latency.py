@@ -6,8 +6,8 @@ Steps, all in one run: `measure_profile(threads=2)` (GEMM peak per path, copy ba
 `predict_forward(..., dtype="fp32")` on `profile_to_hardware(profile)` (best GEMM path: oneDNN on this
 CPU) and on `profile_to_hardware(profile, gemm_path="torch.mm")` (the path an eager fp32 nn.Linear
 takes), and the measured time of `Transformer(shape)` forwards (eager, no grad, fp32, SDPA attention,
-2 threads; median and min of repeats, taken in interleaved rounds). Ratio = measured median / predicted; 1.0 is a perfect
-prediction, > 1 means the roofline is optimistic. Nothing is fitted: the model is the plain module
+2 threads; median and min of repeats, taken in interleaved rounds). Ratio = measured median /
+predicted; 1.0 is a perfect prediction, > 1 means the roofline is optimistic. Nothing is fitted: the model is the plain module
 and the profile is measured once.
 
     python benchmarks/bench_latency.py [--params 5e6] [--reps 7] [--profile PATH] [--json out.json]

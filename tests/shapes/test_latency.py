@@ -21,7 +21,8 @@ TOY = HardwareSpec(name="toy", label="toy", kind="gpu", peak_flops={"fp32": 1e12
 
 
 def _matmul_weights(s: Shape) -> int:
-    per_layer = s.d_model * (s.q_dim + 2 * s.kv_dim) + s.q_dim * s.d_model + (3 if s.ffn == "swiglu" else 2) * s.d_model * s.d_ff
+    mlp = (3 if s.ffn == "swiglu" else 2) * s.d_model * s.d_ff
+    per_layer = s.d_model * (s.q_dim + 2 * s.kv_dim) + s.q_dim * s.d_model + mlp
     return s.n_layers * per_layer + s.d_model * s.vocab_size
 
 

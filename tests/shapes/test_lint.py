@@ -64,7 +64,7 @@ def test_quantization_group_size():
 
 
 def test_weights_that_do_not_fit_the_devices():
-    big = PRESETS["llama-2-70b"].shape if "llama-2-70b" in PRESETS else CLEAN.with_(n_layers=80, d_model=8192, n_heads=64)
+    big = PRESETS["llama-2-70b"].shape
     (finding,) = [f for f in lint(big, hardware="l4") if f.code == "DW006"]
     assert finding.severity == "error" and finding.fix.startswith("use tp*pp >= ")
     assert not [f for f in lint(big, hardware="h100", tp=8) if f.code == "DW006"]

@@ -30,7 +30,8 @@ def add_parser(subparsers) -> None:
         "side by side: parameters, FLOPs, memory, roofline latency, lint, and each shape's ratio to the first.",
     )
     one_line_errors(p)
-    p.add_argument("shapes", nargs="+", metavar="SHAPE", help="preset name, config path, or L<layers>-H<width>-A<heads>")
+    p.add_argument("shapes", nargs="+", metavar="SHAPE",
+                   help="preset name, config path, or L<layers>-H<width>-A<heads>")
     p.add_argument("--like", metavar="PRESET", help="conventions (vocab, ffn, norm, ...) of compact shape strings")
     p.add_argument("--vocab", type=positive_int, help="vocabulary of compact shape strings")
     add_workload_args(p)

@@ -275,7 +275,8 @@ def plan_family(
     kept: list[FamilyMember] = []
     dropped: list[DroppedShape] = []
     notes = [f"widths: multiples of {step} (align {align}, head_dim {head_dim})"
-             + (f", heads divisible by tp={tp}" if tp > 1 else "") + (f"; depths multiples of pp={pp}" if pp > 1 else "")]
+             + (f", heads divisible by tp={tp}" if tp > 1 else "")
+             + (f"; depths multiples of pp={pp}" if pp > 1 else "")]
     tol_text = f"{tolerance:.0%}" if tolerance >= 0.01 else f"{tolerance:.2%}"
     tp_skipped: list[int] = []
 
@@ -402,7 +403,8 @@ def _infeasible(budget: _Budget, base: Shape, *, dropped, step, head_dim, tolera
         return (f"{head}: the smallest shape on the grid, {smallest.label()} with vocabulary {base.vocab_size}, "
                 f"already has {human(small_value)}; raise the budget or use a smaller --align/--head-dim/--vocab")
     if tp > 1 and tp_skipped and not dropped:
-        return f"{head}: tp={tp} divides the heads, kv heads or d_ff of no grid width in range; use a tp that divides them"
+        return (f"{head}: tp={tp} divides the heads, kv heads or d_ff of no grid width in range; "
+                "use a tp that divides them")
     if dropped:
         closest = min((d for d in dropped if d.error is not None), key=lambda d: abs(d.error), default=None)
         if closest is not None:

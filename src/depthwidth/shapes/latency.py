@@ -11,8 +11,9 @@ summed over ops and layers. `bytes` = (weights + activations read + activations 
 element of `dtype`. What this ignores, and which way it errs:
 - caches: every op reads its inputs from and writes its outputs to device memory (a CPU with a model
   that fits in its last-level cache runs faster than predicted; a GPU's L2 helps small decode steps);
-- fusion beyond fused attention (`attn_impl="fused"`, i.e. SDPA/flash, counts scores, softmax and values as one kernel that
-  never writes the score matrix; "eager" counts three ops and the scores' traffic);
+- fusion beyond fused attention (`attn_impl="fused"`, i.e. SDPA/flash, counts scores, softmax and
+  values as one kernel that never writes the score matrix; "eager" counts three ops and the scores'
+  traffic);
 - residual adds, RoPE, reshapes/copies, the embedding gather, sampling (O(d) per token);
 - kernel efficiency falling for small or badly shaped matrices: one `flops_efficiency` for all matmuls
   (small widths are slower than predicted, which is one reason rooflines are optimistic);
