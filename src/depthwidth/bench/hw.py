@@ -14,8 +14,10 @@ that reading a profile never imports it):
   `torch.mm` (cuBLAS) with CUDA events; tf32 is fp32 with TF32 matmuls allowed.
 - copy: `dst.copy_(src)` of a buffer larger than the caches; bandwidth counts bytes read + written,
   the convention of the roofline's byte counts.
-- op overhead: seconds per call of tiny ops (add, mm, linear, layer_norm, gelu, softmax on 8x8
-  tensors) in a loop: dispatch (and kernel launch on GPU) with no real work; the median over ops.
+- op overhead: the fixed seconds per inventory op of our own eager model (`_block_overhead`: time
+  per added layer of a width-8 model at one token, over the ops `layer_ops` counts per layer), and,
+  for reference, the seconds per call of tiny ops (add, mm, linear, layer_norm, gelu, softmax on 8x8
+  tensors) in a loop: dispatch (and kernel launch on GPU) with no real work.
 """
 
 from __future__ import annotations
@@ -228,6 +230,32 @@ def _op_overheads(torch, *, device: str, calls: int, repeat: int) -> dict[str, f
     return out
 
 
+def _block_overhead(torch, *, device: str, repeat: int) -> float:
+    """Fixed seconds per inventory op of our own eager model: a 1-token forward of a tiny Transformer
+    (width 8, where FLOPs and bytes are negligible) at 1 and 9 layers; the time per added layer,
+    divided by the ops `layer_ops` counts per layer. An eager block dispatches about three times as
+    many kernels (views, splits, residual adds, norms' statistics) as the inventory's matmul-level
+    ops, so the cost of an 8x8 op alone understates the fixed cost a real layer pays."""
+    from depthwidth.model.transformer import Transformer
+    from depthwidth.shapes.flops import layer_ops
+    from depthwidth.shapes.shape import Shape
+
+    times = {}
+    for n_layers in (1, 9):
+        shape = Shape(n_layers=n_layers, d_model=8, n_heads=1, vocab_size=8, max_seq_len=8)
+        model = Transformer(shape).to(device).eval()
+        idx = torch.zeros(1, 1, dtype=torch.long, device=device)
+        sync = torch.cuda.synchronize if device == "cuda" else None
+
+        def forward(model=model, idx=idx):
+            with torch.no_grad():
+                for _ in range(20):
+                    model(idx)
+        times[n_layers] = _best_seconds(forward, repeat=repeat, warmup=1, sync=sync) / 20
+    per_layer_ops = sum(1 for op in layer_ops(shape, batch=1, new_tokens=1) if op.repeat == n_layers)
+    return max(0.0, (times[9] - times[1]) / 8 / per_layer_ops)
+
+
 def _cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -277,6 +305,7 @@ def measure_profile(
         nbytes = (32 if quick else (1024 if gpu else 256)) * 2**20
         bandwidth = _copy_bandwidth(torch, device=device, nbytes=nbytes, repeat=repeat)
         overheads = _op_overheads(torch, device=device, calls=200 if quick else 2000, repeat=3 if quick else 5)
+        overheads["eager_block_op"] = _block_overhead(torch, device=device, repeat=3 if quick else 7)
         if gpu:
             props = torch.cuda.get_device_properties(0)
             name, capacity = props.name, float(props.total_memory)
@@ -285,7 +314,7 @@ def measure_profile(
             capacity = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
         return HardwareProfile(
             device=device, device_name=name, threads=torch.get_num_threads(), gemm=tuple(gemm), peak_flops=peak,
-            copy_bandwidth=bandwidth, op_overhead_s=statistics.median(overheads.values()), op_overheads=overheads,
+            copy_bandwidth=bandwidth, op_overhead_s=overheads["eager_block_op"], op_overheads=overheads,
             mem_capacity=capacity, torch_version=torch.__version__,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"), quick=quick,
         )
