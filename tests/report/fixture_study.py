@@ -150,7 +150,14 @@ def _train_result(shape, config, *, status, loss, seed, tokens, rng) -> TrainRes
         config_hash=config_hash(config), tokenizer="byte", vocab_size=256,
         diverged_at_step=None if done else 41, error=None if done else "loss 1e9 at step 41",
         shape=shape.to_dict(),
+        probe_accuracy=probe_accuracy(shape, seed) if done else {},
     )
+
+
+def probe_accuracy(shape, seed: int) -> dict:
+    """Synthetic probe results: multi-hop grows with depth, recall with width (and a seed wobble)."""
+    return {"multihop": {"1": min(1.0, 0.2 * shape.n_layers), "2": min(1.0, 0.05 * shape.n_layers + 0.01 * seed)},
+            "recall": {"4": min(1.0, shape.d_model / 200)}}
 
 
 def _bench_result(shape) -> BenchResult:

@@ -24,6 +24,8 @@ def test_load_study_aggregates_seeds_at_the_best_lr(fixture_study):
     assert r.measured_decode_ms == pytest.approx((1e-4 + 1.2e-4 * 4 + 2e-9 * r.params) * 1e3)
     assert r.bench_hardware == "cpu" and r.bench_context == 48
     assert len(r.curves) == 2 and r.curves[0].tokens[-1] == 204800
+    assert r.probe_accuracy == {"multihop": {"1": pytest.approx(0.8), "2": pytest.approx(0.205)},
+                                "recall": {"4": pytest.approx(0.48)}}  # seeds 0 and 1 averaged
     # the diverged trial (lr 0.003, seed 0) makes 0.001 the best LR of L16-H48, at the low edge of the grid
     deep = by_key["P400k/L16-H48-A3"]
     assert deep.best_lr == 0.001 and deep.lr_edge == "low"
@@ -41,7 +43,7 @@ def test_report_is_complete_and_lists_failed_and_diverged_runs(written_report):
         assert path.is_file() and path.stat().st_size > 500
     names = {f.name for f in files.figures}
     assert {"basin", "curves", "pareto_latency", "pareto_throughput", "slices", "latency_check", "fits",
-            "tradeoff_P100k", "tradeoff_P400k"} <= names
+            "tradeoff_P100k", "tradeoff_P400k", "probes"} <= names
     for f in files.figures:
         assert f.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f.svg.read_text().lstrip().startswith(("<?xml", "<svg"))
@@ -79,6 +81,7 @@ def test_csv_and_json_hold_the_numbers(written_report):
     expected = next(r for r in report.study.results if r.key == "P400k/L4-H96-A6").loss_mean
     assert float(row["val_loss"]) == pytest.approx(expected)
     assert row["slice:python-docs"] and row["lr_edge"] == "high"
+    assert float(row["probe:multihop:1"]) == pytest.approx(0.8) and float(row["probe:recall:4"]) == pytest.approx(0.48)
     data = json.loads(files.json.read_text())
     assert data["recommendation"]["chosen"] == "P400k/L4-H96-A6"
     assert {r["status"] for r in data["study"]["runs"]} == {"completed", "failed", "diverged"}

@@ -73,6 +73,12 @@ def _shape_result(choice, row, *, shape, by_id, results, curves, bench, seq_len)
     seed_losses = tuple(r.val_loss for r in best if r.val_loss is not None and math.isfinite(r.val_loss))
     slice_names = sorted({k for r in best for k in (r.data.get("val_loss_by_slice") or {})})
     slices = {k: _mean((r.data.get("val_loss_by_slice") or {}).get(k) for r in best) for k in slice_names}
+    probes: dict[str, dict[str, float]] = {}
+    for r in best:
+        for probe, by_difficulty in (r.data.get("probe_accuracy") or {}).items():
+            for d in by_difficulty:
+                probes.setdefault(probe, {})[d] = _mean((b.data.get("probe_accuracy") or {}).get(probe, {}).get(d)
+                                                        for b in best)
     series = []
     for run_id in choice.best_run_ids:
         pts = [p for p in curves.get(run_id, []) if p.val_loss is not None and p.tokens is not None]
@@ -107,6 +113,8 @@ def _shape_result(choice, row, *, shape, by_id, results, curves, bench, seq_len)
         bench_prompt_len=row.prefill_tokens, bench_context=row.decode_context,
         int8_loss_change=quant.get("val_loss_change"), curves=tuple(series), eval_noise=eval_noise,
         lr_edge=choice.edge, warnings=(choice.warning,) if choice.warning else (),
+        probe_accuracy={p: {d: v for d, v in sorted(by.items(), key=lambda kv: int(kv[0])) if v is not None}
+                        for p, by in sorted(probes.items())},
     )
 
 

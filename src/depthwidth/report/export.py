@@ -38,6 +38,7 @@ class ReportFiles:
 def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     """Every plot of the report, in page order; (figures, notes on what was left out)."""
     from depthwidth.report import study_plots as sp
+    from depthwidth.report.probe_plots import plot_probes
     from depthwidth.report.study_tradeoff import plot_tradeoffs
     from depthwidth.report.targets import MEASURED
 
@@ -57,7 +58,8 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     trade, skipped = plot_tradeoffs(s, out, hardware=trade_hw)
     figures += trade
     notes += [f"trade-off picture left out for {x}" for x in skipped]
-    figures += [sp.plot_slices(s, out), sp.plot_latency_check(s, out), sp.plot_fits(s, report.trends, out)]
+    figures += [sp.plot_slices(s, out), plot_probes(s, out), sp.plot_latency_check(s, out),
+                sp.plot_fits(s, report.trends, out)]
     names = ("basin", "curves", "pareto_latency", "pareto_throughput")
     for name, fig in zip(names, figures[:4]):
         if fig is None:

@@ -78,6 +78,8 @@ class ShapeResult:
     eval_noise: float | None = None  # one-seed noise estimate (see report.noise)
     lr_edge: str | None = None  # "low" | "high": the best LR is at that end of the grid
     warnings: tuple[str, ...] = ()
+    #: {probe: {difficulty: exact-match accuracy}}, mean over seeds at the best LR (probe slices only)
+    probe_accuracy: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if any(not (isinstance(v, (int, float)) and math.isfinite(v)) for v in self.seed_losses):

@@ -60,7 +60,7 @@ class Comparison:
 
     def section(self, keys: tuple[str, ...]) -> tuple[Column, ...]:
         """The columns of `keys` in table order; the slice-loss columns go with "val_loss"."""
-        return tuple(c for c in self.columns if c.key in keys or (c.key.startswith("slice:") and "val_loss" in keys))
+        return tuple(c for c in self.columns if c.key in keys or (c.key.startswith(("slice:", "probe:")) and "val_loss" in keys))
 
     def text_rows(self) -> list[list[str]]:
         return [[self.text(r, c.key) for c in self.columns] for r in self.rows]
@@ -73,6 +73,8 @@ class Comparison:
 def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware: str) -> Comparison:
     """The table for `study`, with the target-hardware estimates `targets` (keyed by ShapeResult.key)."""
     slices = sorted({k for r in study.results for k in r.slice_losses})
+    probes = sorted({(p, d) for r in study.results for p, by in r.probe_accuracy.items() for d in by},
+                    key=lambda pd: (pd[0], int(pd[1])))
     columns = [
         Column(key="group", title="budget"),
         Column(key="shape", title="shape"),
@@ -87,6 +89,8 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         Column(key="val_loss_std", title="± (seeds)", fmt=_f(4), note="standard deviation over seeds"),
         Column(key="n_seeds", title="seeds"),
         *[Column(key=f"slice:{s}", title=f"loss {s}", fmt=_f(4)) for s in slices],
+        *[Column(key=f"probe:{p}:{d}", title=f"{p} {d} acc", fmt=lambda v: f"{v:.0%}",
+                 note=f"exact-match accuracy on held-out {p} examples at difficulty {d}") for p, d in probes],
         Column(key="tokens_per_s", title="train tok/s", fmt=lambda v: f"{v:,.0f}"),
         Column(key="mfu", title="MFU", fmt=lambda v: f"{v:.1%}"),
         Column(key="peak_memory_bytes", title="peak train mem", fmt=nbytes),
@@ -104,7 +108,7 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
     rows = []
     for r in study.results:
         t = targets.get(r.key)
-        rows.append(_row(r, t, slices))
+        rows.append(_row(r, t, slices) | {f"probe:{p}:{d}": r.probe_accuracy.get(p, {}).get(d) for p, d in probes})
     return Comparison(columns=tuple(columns), rows=tuple(rows), hardware=hardware)
 
 
