@@ -96,6 +96,11 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
     warnings = [f"{c.shape_label} ({c.group}): {c.warning}" for c in choices if c.warning]
     warnings += [f"unfair: {f.message}" for f in fairness.findings]
     warnings += [f"failed: {label}: {error}" for _, label, error in failed]
+    threads = sorted({t for r in runs if r.kind == "train" and r.run_id in results
+                      for t in [results[r.run_id].data.get("threads")] if t is not None})
+    if len(threads) > 1:
+        warnings.append(f"training speed was measured with different thread counts ({', '.join(map(str, threads))}): "
+                        "tokens/s and MFU are not comparable across those runs (losses are)")
     return StudySummary(name=store.name, study_dir=str(store.dir), running=running, counts=counts, rows=rows,
                         choices=choices, fairness=fairness, failed=failed, warnings=tuple(warnings))
 
