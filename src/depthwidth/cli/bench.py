@@ -7,17 +7,9 @@ import argparse
 import sys
 
 from depthwidth.cli import UsageError, print_json
-from depthwidth.cli.common import add_shape_args, one_line_errors, positive_int, shape_from_args
+from depthwidth.cli.common import add_shape_args, int_list, one_line_errors, positive_int, shape_from_args
 
 HELP = "measure batch-1 prefill/decode latency, throughput, KV cache and int8 quantization"
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """argparse type: '16,64,256' -> (16, 64, 256), every entry a positive integer."""
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive integers")
-    return tuple(positive_int(t) for t in items)
 
 
 def add_parser(subparsers) -> None:

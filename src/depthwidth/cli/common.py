@@ -47,25 +47,56 @@ CONVENTION_FLAGS = {
 DEFAULT_VOCAB = 50257
 
 
+def _parse(text: str, cast, what: str):
+    try:
+        return cast(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer > 0 (the message names the value; argparse adds the flag)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = _parse(text, int, "an integer")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be a positive integer")
     return value
 
 
+def nonneg_int(text: str) -> int:
+    value = _parse(text, int, "an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return value
+
+
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _parse(text, float, "a number")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} must be a positive number")
     return value
+
+
+def nonneg_float(text: str) -> float:
+    value = _parse(text, float, "a number")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number in [0, 1); '5%' means 0.05."""
+    value = _parse(text.rstrip("%"), float, "a fraction like 0.05 or 5%") / (100 if text.endswith("%") else 1)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be in [0, 1) (or 0% to 100%)")
+    return value
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """argparse type: '16,64,256' -> (16, 64, 256), every entry a positive integer."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive integers")
+    return tuple(positive_int(t) for t in items)
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from depthwidth.cli import UsageError, print_json
-from depthwidth.cli.common import one_line_errors, positive_int
+from depthwidth.cli.common import int_list, one_line_errors, positive_int
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, POS_KINDS
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -44,16 +44,6 @@ def fraction(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text} must be between 0 and 1 (or 0% and 100%)")
     return value
-
-
-def int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r} must list positive integers, e.g. 6,12,24,48")
-    return values
 
 
 def resolve_hardware(text: str):

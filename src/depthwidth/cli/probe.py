@@ -13,19 +13,9 @@ import argparse
 import sys
 
 from depthwidth.cli import UsageError, print_json
-from depthwidth.cli.common import add_shape_args, one_line_errors, positive_float, positive_int, shape_from_args
+from depthwidth.cli.common import add_shape_args, int_list, one_line_errors, positive_float, positive_int, shape_from_args
 
 HELP = "show the synthetic probe tasks, or measure a shape's memorisation capacity in bits per parameter"
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: every value must be a positive integer")
-    return values
 
 
 def add_parser(subparsers) -> None:
@@ -44,7 +34,7 @@ def add_parser(subparsers) -> None:
     cap = sub.add_parser("capacity", help="accuracy on memorised facts as their number grows, and bits per parameter")
     one_line_errors(cap)
     add_shape_args(cap)
-    cap.add_argument("--facts", type=_int_list, default=(256, 1024, 4096), metavar="N,N,...",
+    cap.add_argument("--facts", type=int_list, default=(256, 1024, 4096), metavar="N,N,...",
                      help="numbers of facts, one training run each (default 256,1024,4096)")
     cap.add_argument("--repeats", type=positive_int, default=20, help="copies of each fact in the text (default 20)")
     cap.add_argument("--epochs", type=positive_float, default=4.0, help="passes over the text (default 4)")

@@ -18,39 +18,18 @@ import os
 import sys
 
 from depthwidth.cli import UsageError, print_json
-from depthwidth.cli.common import add_shape_args, one_line_errors, positive_float, positive_int, shape_from_args
+from depthwidth.cli.common import (
+    add_shape_args,
+    fraction,
+    nonneg_float,
+    nonneg_int,
+    one_line_errors,
+    positive_float,
+    positive_int,
+    shape_from_args,
+)
 
 HELP = "train a shape with the fair, resumable protocol and measure loss, speed, MFU and memory"
-
-
-def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be in [0, 1)")
-    return value
-
-
-def nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
-    return value
-
-
-def nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 0")
-    return value
 
 
 def add_parser(subparsers) -> None:
