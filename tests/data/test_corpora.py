@@ -1,6 +1,5 @@
 import importlib.resources
 import shutil
-from pathlib import Path
 
 import pytest
 

@@ -1,0 +1,189 @@
+"""The stored form of a measured machine: `HardwareProfile` (GEMM peaks per dtype and path, copy
+bandwidth, fixed cost per op), kept as JSON, and its conversion to the pure
+`depthwidth.shapes.hardware.HardwareSpec` that the roofline and the planner use. No torch here:
+reading a profile never imports it (the measurement itself is `depthwidth.bench.hw`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec
+
+SCHEMA = 1
+CPU_DTYPES = ("fp32", "bf16")
+CUDA_DTYPES = ("fp32", "tf32", "bf16", "fp16")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GemmResult:
+    """One timed GEMM path: `flops_per_s` = 2 n^3 / best seconds."""
+
+    dtype: str
+    path: str  # "torch.mm" | "mkldnn_linear"
+    n: int
+    seconds: float
+    flops_per_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "path": self.path, "n": self.n, "seconds": self.seconds,
+                "flops_per_s": self.flops_per_s}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HardwareProfile:
+    """What `measure_profile` found on one machine.
+
+    Fields:
+        device: "cpu" | "cuda"; device_name: CPU model or GPU name; threads: torch threads used.
+        gemm: every timed GEMM path; peak_flops: dtype -> best FLOP/s over its paths.
+        copy_bandwidth: bytes/s (read + written); op_overhead_s: fixed seconds per op;
+        op_overheads: seconds per call of each tiny op timed.
+        mem_capacity: bytes of device memory; torch_version, created (UTC ISO time), quick.
+    """
+
+    device: str
+    device_name: str
+    threads: int
+    gemm: tuple[GemmResult, ...]
+    peak_flops: Mapping[str, float]
+    copy_bandwidth: float
+    op_overhead_s: float
+    op_overheads: Mapping[str, float]
+    mem_capacity: float
+    torch_version: str
+    created: str
+    quick: bool = False
+    schema: int = SCHEMA
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device={self.device!r} is not allowed; expected cpu or cuda")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise ValueError(f"threads={self.threads!r} must be a positive integer")
+        if not self.peak_flops:
+            raise ValueError("peak_flops is empty; a profile needs at least one measured dtype")
+        for dtype, value in self.peak_flops.items():
+            if dtype not in DTYPES or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"peak_flops[{dtype!r}]={value!r}: expected a dtype in {DTYPES} and FLOP/s > 0")
+        for name in ("copy_bandwidth", "mem_capacity"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name}={value!r} must be a positive number")
+        if isinstance(self.op_overhead_s, bool) or not isinstance(self.op_overhead_s, (int, float)) \
+                or not self.op_overhead_s >= 0:
+            raise ValueError(f"op_overhead_s={self.op_overhead_s!r} must be a number >= 0")
+        if self.schema != SCHEMA:
+            raise ValueError(f"schema={self.schema!r}: this version reads hardware profiles of schema {SCHEMA}")
+        object.__setattr__(self, "gemm", tuple(self.gemm))
+        object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
+        object.__setattr__(self, "op_overheads", MappingProxyType(dict(self.op_overheads)))
+
+    def path_flops(self, dtype: str, path: str) -> float | None:
+        for g in self.gemm:
+            if g.dtype == dtype and g.path == path:
+                return g.flops_per_s
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema, "device": self.device, "device_name": self.device_name,
+            "threads": self.threads, "torch_version": self.torch_version, "created": self.created,
+            "quick": self.quick, "peak_flops": dict(self.peak_flops), "copy_bandwidth": self.copy_bandwidth,
+            "op_overhead_s": self.op_overhead_s, "op_overheads": dict(self.op_overheads),
+            "mem_capacity": self.mem_capacity, "gemm": [g.to_dict() for g in self.gemm],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HardwareProfile:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        data = dict(data)
+        gemm = data.pop("gemm", [])
+        if not isinstance(gemm, list):
+            raise ValueError("field 'gemm' must be a list")
+        try:
+            results = tuple(GemmResult(**g) for g in gemm)
+            return cls(gemm=results, **data)
+        except TypeError as exc:
+            raise ValueError(f"missing or unknown field: {exc}") from None
+
+
+# ---- storage ------------------------------------------------------------------------------------
+def default_profile_path(cache_dir: str | os.PathLike | None = None) -> Path:
+    """`<cache_dir>/hw-profile.json`; cache_dir defaults to `$DEPTHWIDTH_CACHE`, else `~/.cache/depthwidth`."""
+    root = cache_dir if cache_dir is not None else (os.environ.get("DEPTHWIDTH_CACHE") or "~/.cache/depthwidth")
+    return Path(root).expanduser() / "hw-profile.json"
+
+
+def save_profile(profile: HardwareProfile, path: str | os.PathLike | None = None) -> Path:
+    """Write `profile` as JSON (to a temporary file, then renamed: a crash never leaves half a file)."""
+    path = Path(path) if path is not None else default_profile_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_profile(path: str | os.PathLike | None = None) -> HardwareProfile:
+    """Read a profile written by `save_profile`. FileNotFoundError if absent; ValueError naming the
+    file and what is wrong if it is not valid JSON or not a profile."""
+    path = Path(path) if path is not None else default_profile_path()
+    if not path.is_file():
+        raise FileNotFoundError(f"no hardware profile at {path}; run `depthwidth hw measure` to make one")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a hardware profile (invalid JSON: {exc})") from None
+    try:
+        return HardwareProfile.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a valid hardware profile: {exc}") from None
+
+
+# ---- conversion to the pure spec ----------------------------------------------------------------
+def _table_row(name: str, capacity: float) -> HardwareSpec | None:
+    """The HARDWARE row of a GPU name, for the numbers a single-device run cannot measure (links)."""
+    key = name.lower()
+    for token, row in (("h200", "h200"), ("h100", "h100-sxm"), ("l4", "l4"), ("4090", "rtx-4090"),
+                       ("mi300x", "mi300x")):
+        if token in key:
+            return HARDWARE[row]
+    if "a100" in key:
+        return HARDWARE["a100-80gb" if capacity > 50e9 else "a100-40gb"]
+    return None
+
+
+def profile_to_hardware(profile: HardwareProfile, *, gemm_path: str = "best") -> HardwareSpec:
+    """A `HardwareSpec` with the measured peaks, copy bandwidth and per-op cost, efficiencies 1.0
+    (the measured rates are already achievable ones). `gemm_path="torch.mm"` uses the default
+    `torch.mm` rate instead of the best path (what an eager `nn.Linear` gets on CPU fp32).
+    Links (not measurable on one device) come from the matching HARDWARE row, else none."""
+    if gemm_path not in ("best", "torch.mm", "mkldnn_linear"):
+        raise ValueError(f"gemm_path={gemm_path!r} is not allowed; expected best, torch.mm or mkldnn_linear")
+    peak = dict(profile.peak_flops)
+    if gemm_path != "best":
+        for dtype in peak:
+            rate = profile.path_flops(dtype, gemm_path)
+            if rate is not None:
+                peak[dtype] = rate
+    row = _table_row(profile.device_name, profile.mem_capacity) if profile.device == "cuda" else None
+    links: dict[str, Any] = {"link_bandwidth": 0.0, "link_latency_s": 0.0, "link_efficiency": 1.0}
+    mfu = 0.5  # of the measured GEMM rate; a CPU loop of small matmuls reaches about half of it
+    if row is not None:
+        links = {"link_bandwidth": row.link_bandwidth, "link_latency_s": row.link_latency_s,
+                 "link_efficiency": row.link_efficiency}
+        mfu = min(1.0, row.train_mfu / row.flops_efficiency)
+    return HardwareSpec(
+        name=f"measured-{profile.device}", label=f"{profile.device_name} ({profile.threads} threads, measured)",
+        kind="gpu" if profile.device == "cuda" else "cpu", peak_flops=peak,
+        mem_bandwidth=profile.copy_bandwidth, mem_capacity=profile.mem_capacity, flops_efficiency=1.0,
+        bandwidth_efficiency=1.0, train_mfu=mfu, op_overhead_s=profile.op_overhead_s,
+        source=f"measured by depthwidth hw measure on {profile.created} (torch {profile.torch_version}, "
+               f"{'quick' if profile.quick else 'full'} run)", **links,
+    )
