@@ -1,0 +1,90 @@
+"""The results of `depthwidth.shapes.families.plan_family`: a `Family` of `FamilyMember`s and the
+`DroppedShape`s it left out, with the reasons. Pure standard library."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from depthwidth.shapes.shape import Shape
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FamilyMember:
+    """One shape of a family. `error` = (value - target) / target of the budgeted quantity."""
+
+    shape: Shape
+    value: float
+    error: float
+    params: int
+    non_embedding_params: int
+    exact_depth: float  # continuous solution of the budget equation at this width
+    tokens: float | None = None  # iso-compute: training tokens
+    train_flops: float | None = None  # iso-compute: training FLOPs of the member
+    reasons: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.shape.label(), "n_layers": self.shape.n_layers, "d_model": self.shape.d_model,
+            "aspect_ratio": self.shape.aspect_ratio, "value": self.value, "error": self.error,
+            "params": self.params, "non_embedding_params": self.non_embedding_params,
+            "exact_depth": self.exact_depth, "tokens": self.tokens, "train_flops": self.train_flops,
+            "reasons": list(self.reasons),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DroppedShape:
+    """A candidate left out of the family, and why."""
+
+    n_layers: int | None
+    d_model: int | None
+    error: float | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_layers": self.n_layers, "d_model": self.d_model, "error": self.error, "reason": self.reason}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Family:
+    kind: str  # "iso-params" | "iso-compute"
+    target: float
+    target_name: str  # "params" | "non_embedding_params" | "train_flops"
+    tolerance: float
+    align: int
+    head_dim: int
+    seq_len: int
+    members: tuple[FamilyMember, ...]
+    dropped: tuple[DroppedShape, ...] = ()
+    notes: tuple[str, ...] = ()
+    reference_params: float | None = None  # iso-compute: N with C = 6 N D alone
+    base: Shape | None = field(default=None)
+    non_embedding: bool = False
+    tokens: float | None = None  # iso-compute with a fixed token count
+    tokens_per_param: float | None = None  # iso-compute with a tokens-per-parameter ratio
+
+    @property
+    def depth_span(self) -> float:
+        depths = [m.shape.n_layers for m in self.members]
+        return max(depths) / min(depths) if depths else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "target": self.target, "target_name": self.target_name,
+            "tolerance": self.tolerance, "align": self.align, "head_dim": self.head_dim, "seq_len": self.seq_len,
+            "depth_span": self.depth_span, "reference_params": self.reference_params,
+            "non_embedding": self.non_embedding, "tokens": self.tokens, "tokens_per_param": self.tokens_per_param,
+            "members": [m.to_dict() for m in self.members], "dropped": [d.to_dict() for d in self.dropped],
+            "notes": list(self.notes),
+        }
+
+
+def human(value: float) -> str:
+    """124439808 -> '124.4M', 1e19 -> '1e+19' (for messages)."""
+    if value >= 1e15:
+        return f"{value:.3g}"
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.4g}{unit}"
+    return f"{value:.4g}"
