@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors
@@ -48,9 +47,9 @@ def add_parser(subparsers) -> None:
 
 
 def _console():
-    from rich.console import Console
+    from depthwidth.report.tables import console
 
-    return Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
+    return console()
 
 
 def _check_executor(args) -> None:

@@ -14,12 +14,9 @@ def _num(value: Any, fmt: str) -> str:
 
 
 def _count(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g}{suffix}"
-    return f"{n:.0f}"
+    from depthwidth.report.tables import short_count
+
+    return "-" if n is None else short_count(n)
 
 
 def counts_line(summary) -> str:
