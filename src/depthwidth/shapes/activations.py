@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.shape import Shape
 
 #: Bytes per element, by dtype name. Sources: IEEE 754-2008 (fp32 binary32, fp16 binary16);
@@ -66,16 +67,6 @@ NORM_IMPLS = ("fused", "composite")
 RECOMPUTE_KINDS = ("none", "selective", "full")
 FP32 = 4  # norm statistics, softmax logsumexp, the fp32 loss
 INT64 = 8  # token ids, position ids, targets
-
-
-def check_choice(name: str, value: object, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; expected one of {', '.join(map(str, allowed))}")
-
-
-def check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
 
 
 def check_bool(name: str, value: object) -> None:
@@ -114,8 +105,8 @@ class ActivationSetup:
     sp: bool = False
 
     def __post_init__(self) -> None:
-        check_positive_int("seq_len", self.seq_len)
-        check_positive_int("micro_batch", self.micro_batch)
+        check_int("seq_len", self.seq_len)
+        check_int("micro_batch", self.micro_batch)
         check_choice("activation_dtype", self.activation_dtype, FLOAT_DTYPES)
         if self.residual_dtype is None:
             object.__setattr__(self, "residual_dtype", self.activation_dtype)
@@ -128,7 +119,7 @@ class ActivationSetup:
         if self.norm_impl is None:
             object.__setattr__(self, "norm_impl", "fused" if self.device == "cuda" else "composite")
         check_choice("norm_impl", self.norm_impl, NORM_IMPLS)
-        check_positive_int("tp", self.tp)
+        check_int("tp", self.tp)
         check_bool("sp", self.sp)
 
     def check_shape(self, shape: Shape) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from depthwidth.shapes.checks import check_int
 from depthwidth.shapes.families import Family, plan_family, tp_problem
 from depthwidth.shapes.hardware import HardwareSpec, get_hardware
 from depthwidth.shapes.latency import LatencyBreakdown, predict_decode, predict_prefill
@@ -57,9 +58,7 @@ class Workload:
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "batch", "tp", "pp"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name}={value!r} must be a positive integer")
+            check_int(name, getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq_len": self.seq_len, "batch": self.batch, "dtype": self.dtype, "tp": self.tp, "pp": self.pp,

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from depthwidth.shapes.checks import check_int
 from depthwidth.shapes.family_types import DroppedShape, Family, FamilyMember, human  # re-exported
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.lint import lint
@@ -135,11 +135,6 @@ def _grid_step(align: int, head_dim: int) -> int:
     return align * head_dim // math.gcd(align, head_dim)
 
 
-def _check_int(name: str, value: Any, low: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name}={value!r} must be an integer >= {low}")
-
-
 def plan_family(
     *, base: Shape, params: float | None = None, non_embedding: bool = False, train_flops: float | None = None,
     tokens_per_param: float | None = None, tokens: float | None = None, seq_len: int | None = None,
@@ -162,7 +157,7 @@ def plan_family(
         raise ValueError("give exactly one budget: params (parameters) or train_flops (training FLOPs)")
     for name, value in (("count", count), ("align", align), ("head_dim", head_dim), ("min_layers", min_layers),
                         ("tp", tp), ("pp", pp)):
-        _check_int(name, value)
+        check_int(name, value)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
         raise ValueError(f"tolerance={tolerance!r} must be a fraction in (0, 1), e.g. 0.05")
     lo_a, hi_a = aspect_range
@@ -171,7 +166,7 @@ def plan_family(
     if depths is not None and widths is not None:
         raise ValueError("give depths or widths, not both")
     seq_len = seq_len or base.max_seq_len
-    _check_int("seq_len", seq_len)
+    check_int("seq_len", seq_len)
     if params is not None:
         if tokens is not None or tokens_per_param is not None:
             raise ValueError("tokens/tokens_per_param belong to a train_flops budget, not a params budget")
@@ -221,7 +216,7 @@ def plan_family(
 
     if depths is not None:
         for L in depths:
-            _check_int("depth", L)
+            check_int("depth", L)
             if L % pp:
                 dropped.append(DroppedShape(n_layers=L, d_model=None, error=None,
                                             reason=f"depth {L} is not divisible by pp={pp}"))
@@ -238,7 +233,7 @@ def plan_family(
         explicit = widths is not None
         candidates = list(widths) if explicit else (k * step for k in range(1, (1 << 17) // step + 1))
         for W in candidates:
-            _check_int("width", W)
+            check_int("width", W)
             if W % head_dim:
                 dropped.append(DroppedShape(n_layers=None, d_model=W, error=None,
                                             reason=f"width {W} is not a multiple of head_dim {head_dim}"))

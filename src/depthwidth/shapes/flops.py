@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.shape import Shape
 
 ATTENTION_KINDS = ("causal", "full")
@@ -100,19 +101,9 @@ class FlopBreakdown:
         }
 
 
-def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; expected one of {', '.join(allowed)}")
-
-
-def _check_positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
-
-
 def keys_per_query(*, new_tokens: int, past_tokens: int = 0, attention: str = "causal") -> float:
     """Average number of keys each of `new_tokens` queries attends to, after `past_tokens` cached."""
-    _check_choice("attention", attention, ATTENTION_KINDS)
+    check_choice("attention", attention, ATTENTION_KINDS)
     if attention == "full":
         return past_tokens + new_tokens
     return past_tokens + new_tokens / 2
@@ -120,9 +111,9 @@ def keys_per_query(*, new_tokens: int, past_tokens: int = 0, attention: str = "c
 
 def flops(shape: Shape, *, seq_len: int, attention: str = "causal", recompute: str = "none") -> FlopBreakdown:
     """Forward and training FLOPs per token of `shape` on sequences of `seq_len` tokens."""
-    _check_positive("seq_len", seq_len)
-    _check_choice("attention", attention, ATTENTION_KINDS)
-    _check_choice("recompute", recompute, RECOMPUTE_KINDS)
+    check_int("seq_len", seq_len)
+    check_choice("attention", attention, ATTENTION_KINDS)
+    check_choice("recompute", recompute, RECOMPUTE_KINDS)
     if attention == "causal" and not shape.causal:
         attention = "full"  # an encoder attends to every position
     ops = layer_ops(shape, batch=1, new_tokens=seq_len, attention=attention)
@@ -169,8 +160,8 @@ def layer_ops(
     Ignores: RoPE rotation, residual adds, dropout and the embedding gather (all O(d) per token),
     and any fusion a runtime may do (each op is assumed to read its inputs from memory once).
     """
-    _check_positive("batch", batch)
-    _check_positive("new_tokens", new_tokens)
+    check_int("batch", batch)
+    check_int("new_tokens", new_tokens)
     if past_tokens < 0:
         raise ValueError(f"past_tokens={past_tokens!r} must be >= 0")
     s = shape

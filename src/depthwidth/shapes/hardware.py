@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from depthwidth.shapes.checks import check_choice
 from depthwidth.shapes.activations import DTYPE_BYTES as _STORAGE_BYTES
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -92,8 +93,7 @@ class HardwareSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError(f"name={self.name!r} must be a non-empty string")
-        if self.kind not in KINDS:
-            raise ValueError(f"kind={self.kind!r} is not allowed; expected one of {', '.join(KINDS)}")
+        check_choice("kind", self.kind, KINDS)
         if not isinstance(self.peak_flops, Mapping) or not self.peak_flops:
             raise ValueError(f"peak_flops={self.peak_flops!r} must map at least one dtype to FLOP/s")
         for dtype, value in self.peak_flops.items():

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.flops import Op, flops, layer_ops
 from depthwidth.shapes.hardware import HardwareSpec, dtype_bytes, get_hardware
 from depthwidth.shapes.params import count_params
@@ -85,8 +86,7 @@ class LatencyBreakdown:
     bytes: float
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"kind={self.kind!r} is not allowed; expected one of {', '.join(KINDS)}")
+        check_choice("kind", self.kind, KINDS)
         for name in ("total_s", "compute_bound_s", "memory_bound_s", "overhead_s", "comm_s", "bubble_s"):
             value = getattr(self, name)
             if not value >= 0:
@@ -131,16 +131,6 @@ class LatencyBreakdown:
         }
 
 
-def _positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
-
-
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; expected one of {', '.join(allowed)}")
-
-
 def _hw(hardware: HardwareSpec | str) -> HardwareSpec:
     return hardware if isinstance(hardware, HardwareSpec) else get_hardware(hardware)
 
@@ -149,7 +139,7 @@ def ring_allreduce_s(*, nbytes: float, ranks: int, hardware: HardwareSpec) -> fl
     """Seconds of one ring all-reduce of `nbytes` over `ranks` devices (Patarasuk and Yuan 2009):
     2(r-1) steps, each moving nbytes/r over one link: 2(r-1)/r x nbytes / bandwidth + 2(r-1) x latency.
     Ignores tree/NVLS algorithms (faster for small messages) and contention across nodes."""
-    _positive("ranks", ranks)
+    check_int("ranks", ranks)
     if ranks == 1:
         return 0.0
     if hardware.link_bandwidth <= 0:
@@ -198,10 +188,10 @@ def _roofline(
 ) -> LatencyBreakdown:
     hw = _hw(hardware)
     for name, value in (("batch", batch), ("tp", tp), ("pp", pp)):
-        _positive(name, value)
+        check_int(name, value)
     attn_impl = "fused" if attn_impl in ("sdpa", "flash") else attn_impl
-    _choice("attn_impl", attn_impl, ATTN_IMPLS)
-    _choice("logits", logits, LOGITS)
+    check_choice("attn_impl", attn_impl, ATTN_IMPLS)
+    check_choice("logits", logits, LOGITS)
     if pp > shape.n_layers:
         raise ValueError(f"pp={pp} exceeds n_layers={shape.n_layers}; each pipeline stage needs a layer")
     size = dtype_bytes(dtype)
@@ -256,7 +246,7 @@ def predict_forward(
 ) -> LatencyBreakdown:
     """One no-grad forward over (batch, seq_len) tokens with logits for every position (what
     `depthwidth.model.Transformer.forward` computes for training or evaluation)."""
-    _positive("seq_len", seq_len)
+    check_int("seq_len", seq_len)
     return _roofline(shape, kind="forward", hardware=hardware, batch=batch, new_tokens=seq_len, past_tokens=0,
                      dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits="all")
 
@@ -268,7 +258,7 @@ def predict_prefill(
     """Prefill of `batch` prompts of `prompt_len` tokens (time to first token, sampling ignored).
     `logits="last"` computes the LM head for the last position only, as serving engines do;
     "all" for every position, as a plain forward does."""
-    _positive("prompt_len", prompt_len)
+    check_int("prompt_len", prompt_len)
     return _roofline(shape, kind="prefill", hardware=hardware, batch=batch, new_tokens=prompt_len, past_tokens=0,
                      dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits=logits)
 
@@ -312,7 +302,7 @@ def predict_train_step(
     hw = _hw(hardware)
     for name, value in (("seq_len", seq_len), ("global_batch", global_batch), ("micro_batch", micro_batch),
                         ("dp", dp), ("tp", tp), ("pp", pp), ("grad_bytes", grad_bytes)):
-        _positive(name, value)
+        check_int(name, value)
     if global_batch % (dp * micro_batch):
         raise ValueError(
             f"global_batch={global_batch} is not a multiple of dp x micro_batch = {dp} x {micro_batch}"
@@ -357,8 +347,8 @@ def predict_train_step(
 
 def pipeline_bubble_fraction(*, pp: int, micro_batches: int) -> float:
     """(p-1)/(m+p-1): the idle share of a GPipe/1F1B schedule (Huang et al. 2019; Narayanan et al. 2021)."""
-    _positive("pp", pp)
-    _positive("micro_batches", micro_batches)
+    check_int("pp", pp)
+    check_int("micro_batches", micro_batches)
     return (pp - 1) / (micro_batches + pp - 1)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.hardware import HardwareSpec, get_hardware
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
@@ -38,8 +39,7 @@ class Finding:
     fix: str
 
     def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"severity={self.severity!r} is not allowed; expected one of {', '.join(SEVERITIES)}")
+        check_choice("severity", self.severity, SEVERITIES)
 
     def __str__(self) -> str:
         return f"{self.code} {self.message}: {self.fix}"
@@ -62,18 +62,13 @@ def _divisors(n: int, limit: int = 64) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
-def _check_int(name: str, value, low: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name}={value!r} must be an integer >= {low}")
-
-
 def lint(
     shape: Shape, *, hardware: HardwareSpec | str | None = None, tp: int = 1, pp: int = 1, group_size: int = 128,
     multiple: int = 64,
 ) -> list[Finding]:
     """Findings for `shape` on `tp` x `pp` devices (see the module docstring); empty when all is well."""
     for name, value in (("tp", tp), ("pp", pp), ("group_size", group_size), ("multiple", multiple)):
-        _check_int(name, value)
+        check_int(name, value)
     s = shape
     out: list[Finding] = []
     for name, value in (("d_model", s.d_model), ("d_ff", s.d_ff)):

@@ -42,13 +42,12 @@ from depthwidth.shapes.activations import (
     ActivationTerm,
     activation_bytes_per_layer,
     ceil_div,
-    check_choice,
-    check_positive_int,
     layer_activation_terms,
     layer_bytes,
     layer_input_bytes,
     outside_activation_terms,
 )
+from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 
@@ -117,7 +116,7 @@ def kv_cache_bytes_per_token(shape: Shape, *, dtype: str = "bf16") -> int:
 
 def params_per_device(shape: Shape, *, tp: int = 1) -> int:
     """Parameters one tensor-parallel rank holds (module docstring: what is split, what replicated)."""
-    check_positive_int("tp", tp)
+    check_int("tp", tp)
     counts = count_params(shape)
     row_parallel_biases = 2 * shape.d_model * shape.n_layers if shape.linear_bias else 0
     replicated = counts.norms + counts.position + row_parallel_biases
@@ -193,13 +192,12 @@ def memory(
     setup.check_shape(shape)
     check_choice("recompute", recompute, RECOMPUTE_KINDS)
     check_choice("param_dtype", param_dtype, FLOAT_DTYPES)
-    if isinstance(zero_stage, bool) or zero_stage not in ZERO_STAGES:
-        raise ValueError(f"zero_stage={zero_stage!r} is not allowed; expected one of 0, 1, 2, 3")
-    check_positive_int("dp", dp)
+    check_choice("zero_stage", zero_stage, ZERO_STAGES)
+    check_int("dp", dp)
     check_choice("kv_dtype", kv_dtype, KV_DTYPES)
-    check_positive_int("kv_batch", kv_batch)
+    check_int("kv_batch", kv_batch)
     kv_context = seq_len if kv_context is None else kv_context
-    check_positive_int("kv_context", kv_context)
+    check_int("kv_context", kv_context)
     if kv_context > shape.max_seq_len:
         raise ValueError(f"kv_context={kv_context} exceeds max_seq_len={shape.max_seq_len} of the shape")
 

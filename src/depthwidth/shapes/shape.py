@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from depthwidth.shapes.checks import check_choice, check_int
+
 FFN_KINDS = ("gelu", "relu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 BIAS_KINDS = ("none", "all", "qkv")
@@ -88,7 +90,7 @@ class Shape:
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "d_model", "n_heads", "vocab_size", "max_seq_len"):
-            _check_positive_int(name, getattr(self, name))
+            check_int(name, getattr(self, name))
         for name, allowed in (
             ("ffn", FFN_KINDS),
             ("norm", NORM_KINDS),
@@ -97,9 +99,7 @@ class Shape:
             ("norm_position", NORM_POSITIONS),
             ("kind", KINDS),
         ):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ValueError(f"{name}={value!r} is not allowed; expected one of {', '.join(allowed)}")
+            check_choice(name, getattr(self, name), allowed)
         for name in ("parallel_residual", "final_norm", "tie_embeddings", "lm_head"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be true or false")
@@ -115,10 +115,10 @@ class Shape:
                     "choose heads that divide the width or give head_dim explicitly"
                 )
             object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
-        _check_positive_int("head_dim", self.head_dim)
+        check_int("head_dim", self.head_dim)
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
-        _check_positive_int("n_kv_heads", self.n_kv_heads)
+        check_int("n_kv_heads", self.n_kv_heads)
         if self.n_kv_heads > self.n_heads or self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} "
@@ -126,7 +126,7 @@ class Shape:
             )
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", default_d_ff(d_model=self.d_model, ffn=self.ffn))
-        _check_positive_int("d_ff", self.d_ff)
+        check_int("d_ff", self.d_ff)
         if self.pos == "rope" and self.head_dim % 2:
             raise ValueError(f"head_dim={self.head_dim} must be even for pos='rope'")
         if self.parallel_residual and self.norm_position == "post":
@@ -206,11 +206,6 @@ class Shape:
         if self.d_ff != default_d_ff(d_model=self.d_model, ffn=self.ffn):
             text += f"-F{self.d_ff}"
         return text
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
 
 
 __all__ = ["Shape", "default_d_ff", "FFN_KINDS", "NORM_KINDS", "BIAS_KINDS", "POS_KINDS"]

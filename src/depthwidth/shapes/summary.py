@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.activations import ATTN_IMPLS, DEVICES, FLOAT_DTYPES
 from depthwidth.shapes.flops import ATTENTION_KINDS, RECOMPUTE_KINDS, FlopBreakdown, flops
 from depthwidth.shapes.memory import KV_DTYPES, OPTIMIZER_STATES, TRAIN_PRECISIONS, ZERO_STAGES, MemoryBreakdown, memory
@@ -53,9 +54,7 @@ class SummarySettings:
 
     def __post_init__(self) -> None:
         for name in ("seq_len", "micro_batch", "dp", "tp"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name}={value!r} must be a positive integer")
+            check_int(name, getattr(self, name))
         for name, allowed in (
             ("attention", ATTENTION_KINDS),
             ("recompute", RECOMPUTE_KINDS),
@@ -67,9 +66,7 @@ class SummarySettings:
             ("device", DEVICES),
             ("kv_dtype", KV_DTYPES),
         ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or value not in allowed:
-                raise ValueError(f"{name}={value!r} is not allowed; expected one of {', '.join(map(str, allowed))}")
+            check_choice(name, getattr(self, name), allowed)
         for name in ("sp", "dropout"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be true or false")
