@@ -14,6 +14,7 @@ from typing import Any
 
 from depthwidth.data.dataset import check_fractions
 from depthwidth.data.tokenizers import parse_tokenizer_spec
+from depthwidth.shapes.checks import check_int
 
 SCHEDULES = ("cosine", "linear", "constant")
 DTYPES = ("fp32", "bf16", "fp16")
@@ -69,17 +70,17 @@ class TrainConfig:
         parse_tokenizer_spec(self.tokenizer)
         check_fractions(self.val_fraction, self.test_fraction)
         for name in ("seq_len", "batch_size", "eval_windows"):
-            _positive_int(name, getattr(self, name))
+            check_int(name, getattr(self, name))
         if self.micro_batch is not None:
-            _positive_int("micro_batch", self.micro_batch)
+            check_int("micro_batch", self.micro_batch)
             if self.batch_size % self.micro_batch:
                 raise ValueError(f"micro_batch={self.micro_batch} must divide batch_size={self.batch_size}")
         if (self.steps is None) == (self.tokens is None):
             raise ValueError(f"steps={self.steps!r}, tokens={self.tokens!r}: give exactly one of steps and tokens")
         if self.steps is not None:
-            _positive_int("steps", self.steps)
+            check_int("steps", self.steps)
         if self.tokens is not None:
-            _positive_int("tokens", self.tokens)
+            check_int("tokens", self.tokens)
         for name in ("lr", "beta1", "beta2", "eps", "diverge_factor"):
             _number(name, getattr(self, name), low=0.0, low_open=True)
         for name in ("beta1", "beta2"):
@@ -95,7 +96,7 @@ class TrainConfig:
         if not self.dropout < 1:
             raise ValueError(f"dropout={self.dropout!r} must be in [0, 1)")
         for name in ("warmup", "eval_every", "checkpoint_every"):
-            _nonneg_int(name, getattr(self, name))
+            check_int(name, getattr(self, name), 0)
         if self.warmup >= self.total_steps and self.warmup:
             raise ValueError(f"warmup={self.warmup} must be fewer than the {self.total_steps} training steps")
         for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("device", DEVICES),
@@ -105,8 +106,8 @@ class TrainConfig:
         if not isinstance(self.decay_embeddings, bool):
             raise ValueError(f"decay_embeddings={self.decay_embeddings!r} must be true or false")
         if self.threads is not None:
-            _positive_int("threads", self.threads)
-        _nonneg_int("seed", self.seed)
+            check_int("threads", self.threads)
+        check_int("seed", self.seed, 0)
         if self.seed >= 1 << 63:
             raise ValueError(f"seed={self.seed} must be below 2**63")
         if self.peak_flops is not None:
@@ -177,16 +178,6 @@ def lr_at(config: TrainConfig, step: int) -> float:
     if config.schedule == "linear":
         return config.lr - (config.lr - low) * progress
     return low + 0.5 * (1.0 + math.cos(math.pi * progress)) * (config.lr - low)
-
-
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
-
-
-def _nonneg_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name}={value!r} must be an integer >= 0")
 
 
 def _number(name: str, value: Any, *, low: float, low_open: bool = False) -> None:
