@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.hf import shape_from_hf_config
 from depthwidth.shapes.shape import Shape
 
@@ -33,13 +34,13 @@ def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected a JSON config") from None
+        raise UserError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected a JSON config") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        raise UserError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{p}: expected a JSON object at the top level, got {type(data).__name__}")
+        raise UserError(f"{p}: expected a JSON object at the top level, got {type(data).__name__}")
     return data
 
 

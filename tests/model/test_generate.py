@@ -37,7 +37,7 @@ def test_cached_generation_equals_recomputation(attn: str, pos: str, attn_impl: 
     assert torch.equal(cached[:, :7], prompt)
     assert torch.equal(cached, full)
     assert cached_logits.shape == (3, 20, shape.vocab_size)
-    torch.testing.assert_close(cached_logits, full_logits, rtol=0, atol=1e-5)
+    torch.testing.assert_close(cached_logits, full_logits, rtol=1e-5, atol=1e-5)
     # the tokens are the argmax of the reported logits, and not all the same token
     assert torch.equal(cached[:, 7:], full_logits.argmax(dim=-1))
     assert cached[:, 7:].unique().numel() > 3

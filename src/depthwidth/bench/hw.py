@@ -28,6 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from depthwidth.errors import UserError
 from depthwidth.bench.hw_profile import (  # re-exported: the profile's stored form lives there
     CPU_DTYPES,
     CUDA_DTYPES,
@@ -74,10 +75,10 @@ def measure_gemm(
     kind = device.split(":")[0]
     allowed = CUDA_DTYPES if kind == "cuda" else CPU_DTYPES
     if kind not in ("cpu", "cuda"):
-        raise ValueError(f"device={device!r} is not allowed; expected cpu, cuda or cuda:N")
+        raise UserError(f"device={device!r} is not allowed; expected cpu, cuda or cuda:N")
     if dtype not in allowed:
         why = " (fp16 runs at about 1 GFLOP/s on CPU: never use it there)" if dtype == "fp16" else ""
-        raise ValueError(f"dtype={dtype!r}: on {device} expected one of {', '.join(allowed)}{why}")
+        raise UserError(f"dtype={dtype!r}: on {device} expected one of {', '.join(allowed)}{why}")
     n = n or (4096 if kind == "cuda" else 2048)
     tdt = _torch_dtype(torch, dtype)
     gen = torch.Generator(device=device).manual_seed(0)
@@ -186,17 +187,17 @@ def measure_profile(
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device not in ("cpu", "cuda"):
-        raise ValueError(f"device={device!r} is not allowed; expected cpu or cuda")
+        raise UserError(f"device={device!r} is not allowed; expected cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but torch sees no CUDA device")
+        raise UserError("device='cuda' but torch sees no CUDA device")
     allowed = CUDA_DTYPES if device == "cuda" else CPU_DTYPES
     dtypes = tuple(dtypes)
     bad = [d for d in dtypes if d not in allowed]
     if not dtypes or bad:
         why = " (fp16 runs at about 1 GFLOP/s on CPU: never use it there)" if "fp16" in bad and device == "cpu" else ""
-        raise ValueError(f"dtypes={dtypes!r}: on {device} expected some of {', '.join(allowed)}{why}")
+        raise UserError(f"dtypes={dtypes!r}: on {device} expected some of {', '.join(allowed)}{why}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads={threads!r} must be a positive integer")
+        raise UserError(f"threads={threads!r} must be a positive integer")
     old_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)

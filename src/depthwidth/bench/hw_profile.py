@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec
 
 SCHEMA = 1
@@ -62,23 +63,23 @@ class HardwareProfile:
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
-            raise ValueError(f"device={self.device!r} is not allowed; expected cpu or cuda")
+            raise UserError(f"device={self.device!r} is not allowed; expected cpu or cuda")
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
-            raise ValueError(f"threads={self.threads!r} must be a positive integer")
+            raise UserError(f"threads={self.threads!r} must be a positive integer")
         if not self.peak_flops:
-            raise ValueError("peak_flops is empty; a profile needs at least one measured dtype")
+            raise UserError("peak_flops is empty; a profile needs at least one measured dtype")
         for dtype, value in self.peak_flops.items():
             if dtype not in DTYPES or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"peak_flops[{dtype!r}]={value!r}: expected a dtype in {DTYPES} and FLOP/s > 0")
+                raise UserError(f"peak_flops[{dtype!r}]={value!r}: expected a dtype in {DTYPES} and FLOP/s > 0")
         for name in ("copy_bandwidth", "mem_capacity"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name}={value!r} must be a positive number")
+                raise UserError(f"{name}={value!r} must be a positive number")
         if isinstance(self.op_overhead_s, bool) or not isinstance(self.op_overhead_s, (int, float)) \
                 or not self.op_overhead_s >= 0:
-            raise ValueError(f"op_overhead_s={self.op_overhead_s!r} must be a number >= 0")
+            raise UserError(f"op_overhead_s={self.op_overhead_s!r} must be a number >= 0")
         if self.schema != SCHEMA:
-            raise ValueError(f"schema={self.schema!r}: this version reads hardware profiles of schema {SCHEMA}")
+            raise UserError(f"schema={self.schema!r}: this version reads hardware profiles of schema {SCHEMA}")
         object.__setattr__(self, "gemm", tuple(self.gemm))
         object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
         object.__setattr__(self, "op_overheads", MappingProxyType(dict(self.op_overheads)))
@@ -101,16 +102,16 @@ class HardwareProfile:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HardwareProfile:
         if not isinstance(data, Mapping):
-            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+            raise UserError(f"expected a JSON object, got {type(data).__name__}")
         data = dict(data)
         gemm = data.pop("gemm", [])
         if not isinstance(gemm, list):
-            raise ValueError("field 'gemm' must be a list")
+            raise UserError("field 'gemm' must be a list")
         try:
             results = tuple(GemmResult(**g) for g in gemm)
             return cls(gemm=results, **data)
         except TypeError as exc:
-            raise ValueError(f"missing or unknown field: {exc}") from None
+            raise UserError(f"missing or unknown field: {exc}") from None
 
 
 # ---- storage ------------------------------------------------------------------------------------
@@ -139,11 +140,11 @@ def load_profile(path: str | os.PathLike | None = None) -> HardwareProfile:
     try:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a hardware profile (invalid JSON: {exc})") from None
+        raise UserError(f"{path}: not a hardware profile (invalid JSON: {exc})") from None
     try:
         return HardwareProfile.from_dict(data)
     except ValueError as exc:
-        raise ValueError(f"{path}: not a valid hardware profile: {exc}") from None
+        raise UserError(f"{path}: not a valid hardware profile: {exc}") from None
 
 
 # ---- conversion to the pure spec ----------------------------------------------------------------
@@ -165,7 +166,7 @@ def profile_to_hardware(profile: HardwareProfile, *, gemm_path: str = "best") ->
     `torch.mm` rate instead of the best path (what an eager `nn.Linear` gets on CPU fp32).
     Links (not measurable on one device) come from the matching HARDWARE row, else none."""
     if gemm_path not in ("best", "torch.mm", "mkldnn_linear"):
-        raise ValueError(f"gemm_path={gemm_path!r} is not allowed; expected best, torch.mm or mkldnn_linear")
+        raise UserError(f"gemm_path={gemm_path!r} is not allowed; expected best, torch.mm or mkldnn_linear")
     peak = dict(profile.peak_flops)
     if gemm_path != "best":
         for dtype in peak:

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from depthwidth.errors import UserError
 from depthwidth.bench.quantize import quantize_int8, quantized_linear_count
 from depthwidth.bench.results import QuantizationReport
 from depthwidth.bench.target import LoadedTarget
@@ -55,7 +56,7 @@ class EvalData:
         dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
                                test_fraction=config.test_fraction, cache_dir=config.cache_dir)
         if meta.get("dataset_hash") not in (None, dataset.dataset_hash):
-            raise ValueError(
+            raise UserError(
                 f"the checkpoint was trained on data with hash {str(meta['dataset_hash'])[:12]}, but its corpus "
                 f"{config.corpus!r} now gives {dataset.dataset_hash[:12]}; its validation loss cannot be reproduced"
             )

@@ -17,6 +17,8 @@ import warnings
 import torch
 from torch import nn
 
+from depthwidth.errors import UserError
+
 QUANTIZE_KINDS = ("int8",)
 
 
@@ -25,12 +27,12 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     try:
         from torch.ao.quantization import quantize_dynamic
     except ImportError as exc:  # removed in a future torch
-        raise ValueError(
+        raise UserError(
             f"int8 dynamic quantization is unavailable in torch {torch.__version__} "
             "(torch.ao.quantization.quantize_dynamic is gone); use torch<=2.13 or drop --quantize"
         ) from exc
     if model.embed.weight.dtype != torch.float32:
-        raise ValueError(f"int8 dynamic quantization needs an fp32 model, got {model.embed.weight.dtype}")
+        raise UserError(f"int8 dynamic quantization needs an fp32 model, got {model.embed.weight.dtype}")
     base = copy.deepcopy(model).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -28,6 +28,7 @@ from typing import Any, Iterator
 
 import torch
 
+from depthwidth.errors import UserError
 from depthwidth.bench.quantize import quantize_int8
 from depthwidth.bench.results import BenchResult, KVCacheCheck, LatencyPoint, ThroughputPoint
 from depthwidth.bench.target import LoadedTarget, load_target
@@ -48,12 +49,12 @@ Progress = Callable[[str, int, int], None]
 
 def _check_lengths(name: str, value: Any, *, allow_empty: bool = False) -> None:
     if not isinstance(value, tuple) or (not value and not allow_empty):
-        raise ValueError(f"{name}={value!r} must be a non-empty tuple of positive integers")
+        raise UserError(f"{name}={value!r} must be a non-empty tuple of positive integers")
     for v in value:
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name} contains {v!r}; every entry must be a positive integer")
+            raise UserError(f"{name} contains {v!r}; every entry must be a positive integer")
     if len(set(value)) != len(value):
-        raise ValueError(f"{name}={value!r} has repeated entries")
+        raise UserError(f"{name}={value!r} has repeated entries")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -101,21 +102,21 @@ class BenchConfig:
                 _check_lengths(name, getattr(self, name))
         _check_lengths("batches", self.batches, allow_empty=True)
         if self.dtype not in DTYPES:
-            raise ValueError(
+            raise UserError(
                 f"dtype={self.dtype!r} is not allowed; expected one of {', '.join(DTYPES)} (no fp16 on CPU)"
             )
         if self.quantize not in QUANTIZE:
-            raise ValueError(f"quantize={self.quantize!r} is not allowed; expected None or 'int8'")
+            raise UserError(f"quantize={self.quantize!r} is not allowed; expected None or 'int8'")
         for name, low in (("repeat", 1), ("warmup", 0), ("new_tokens", 1), ("throughput_prompt_len", 1),
                           ("group_size", 1), ("seed", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name}={value!r} must be an integer >= {low}")
+                raise UserError(f"{name}={value!r} must be an integer >= {low}")
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
-            raise ValueError(f"threads={self.threads!r} must be a positive integer or None")
+            raise UserError(f"threads={self.threads!r} must be a positive integer or None")
         if self.attn_impl not in ("sdpa", "eager"):
-            raise ValueError(f"attn_impl={self.attn_impl!r} is not allowed; expected sdpa or eager")
+            raise UserError(f"attn_impl={self.attn_impl!r} is not allowed; expected sdpa or eager")
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -131,7 +132,7 @@ class BenchConfig:
             changes["prompt_lens"] = tuple(n for n in DEFAULT_LENGTHS if n <= limit) or (limit,)
         if self.contexts is None:
             if limit < 2:
-                raise ValueError(f"max_seq_len={limit} leaves no room for a decode step after a cached token")
+                raise UserError(f"max_seq_len={limit} leaves no room for a decode step after a cached token")
             changes["contexts"] = tuple(n for n in DEFAULT_LENGTHS if n < limit) or (limit - 1,)
         config = replace(self, **changes) if changes else self
         config.check_fits(shape)
@@ -140,21 +141,21 @@ class BenchConfig:
     def check_fits(self, shape: Shape) -> None:
         """ValueError naming the field when a length does not fit the model's position table."""
         if self.prompt_lens is None or self.contexts is None:
-            raise ValueError("prompt_lens/contexts are None: call fitted(shape) to choose them for a model")
+            raise UserError("prompt_lens/contexts are None: call fitted(shape) to choose them for a model")
         if not shape.causal or not shape.lm_head:
-            raise ValueError(
+            raise UserError(
                 f"serving needs a causal decoder with an LM head (kind={shape.kind!r}, lm_head={shape.lm_head})"
             )
         limit = shape.max_seq_len
         if max(self.prompt_lens) > limit:
-            raise ValueError(f"prompt_lens: {max(self.prompt_lens)} tokens exceed max_seq_len={limit} of the model")
+            raise UserError(f"prompt_lens: {max(self.prompt_lens)} tokens exceed max_seq_len={limit} of the model")
         if max(self.contexts) + 1 > limit:
-            raise ValueError(
+            raise UserError(
                 f"contexts: a decode step after {max(self.contexts)} cached tokens needs "
                 f"{max(self.contexts) + 1} positions, more than max_seq_len={limit} of the model"
             )
         if self.batches and self.throughput_prompt_len + self.new_tokens > limit:
-            raise ValueError(
+            raise UserError(
                 f"throughput_prompt_len + new_tokens = {self.throughput_prompt_len + self.new_tokens} "
                 f"exceeds max_seq_len={limit} of the model"
             )
@@ -282,7 +283,7 @@ def bench(
     checkpoint) or FileNotFoundError with a one-line reason.
     """
     if not isinstance(config, BenchConfig):
-        raise ValueError(f"config must be a BenchConfig, got {type(config).__name__}")
+        raise UserError(f"config must be a BenchConfig, got {type(config).__name__}")
     loaded = load_target(target, attn_impl=config.attn_impl, seed=config.seed)
     shape = loaded.shape
     config = config.fitted(shape)

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from depthwidth.errors import UserError
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.shape import Shape
 
@@ -35,7 +36,7 @@ def load_target(target: Shape | str | Path, *, attn_impl: str = "sdpa", seed: in
         return LoadedTarget(model=model, shape=target, label=target.label(), checkpoint=None, meta=None)
     if isinstance(target, (str, Path)):
         return load_checkpoint_model(Path(target), attn_impl=attn_impl)
-    raise ValueError(f"target must be a Shape or a checkpoint path, got {type(target).__name__}")
+    raise UserError(f"target must be a Shape or a checkpoint path, got {type(target).__name__}")
 
 
 def checkpoint_file(path: Path) -> Path:
@@ -64,7 +65,7 @@ def _check_file_kind(file: Path) -> None:
         head = fh.read(4)
     if not head.startswith(_TORCH_MAGIC):
         shown = head.decode("ascii", "replace").encode("unicode_escape").decode() or "nothing"
-        raise ValueError(
+        raise UserError(
             f"checkpoint {file} is not a PyTorch checkpoint (it starts with {shown!r}); "
             "expected a checkpoint.pt written by depthwidth train"
         )
@@ -79,26 +80,26 @@ def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarge
     try:
         payload = load_checkpoint(file, device=torch.device("cpu"))  # ValueError for foreign/corrupt files
     except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:  # right format tag, wrong content
-        raise ValueError(f"checkpoint {file} is not a depthwidth checkpoint ({type(exc).__name__}: {exc})") from None
+        raise UserError(f"checkpoint {file} is not a depthwidth checkpoint ({type(exc).__name__}: {exc})") from None
     meta = payload.get("meta")
     state = payload.get("model")
     if not isinstance(meta, dict) or not isinstance(state, dict):
-        raise ValueError(f"checkpoint {file} is not a depthwidth checkpoint: no model state and meta")
+        raise UserError(f"checkpoint {file} is not a depthwidth checkpoint: no model state and meta")
     shape_dict = meta.get("shape")
     if shape_dict is None:
         has = ", ".join(sorted(meta)) or "nothing"
-        raise ValueError(f"checkpoint {file} does not record its shape (meta has {has})")
+        raise UserError(f"checkpoint {file} does not record its shape (meta has {has})")
     try:
         shape = Shape.from_dict(shape_dict)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"checkpoint {file} has an invalid shape: {exc}") from None
+        raise UserError(f"checkpoint {file} has an invalid shape: {exc}") from None
     model = Transformer(shape, attn_impl=attn_impl)
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()
         why = first[-1].strip() if first else exc
-        raise ValueError(f"checkpoint {file}: weights do not fit its shape {shape.label()} ({why})") from None
+        raise UserError(f"checkpoint {file}: weights do not fit its shape {shape.label()} ({why})") from None
     return LoadedTarget(model=model.float().eval(), shape=shape, label=str(file), checkpoint=str(file), meta=meta)
 
 

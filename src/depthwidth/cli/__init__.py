@@ -1,8 +1,10 @@
 """`depthwidth` command line: each subcommand is a thin module that parses, calls one library
 function and prints (a rich table by default, one JSON object with --json).
 
-Errors a user can cause (bad flags, bad files, impossible budgets) print one line to stderr and
-exit with status 2; they never show a traceback.
+Errors a user can cause (bad flags, bad files, impossible budgets) are `depthwidth.errors.UserError`
+(or an operating-system error naming a file): they print one line to stderr and exit with status 2,
+never a traceback. Any other exception is a defect of depthwidth: it keeps its traceback, followed by
+one line asking to report it.
 """
 
 from __future__ import annotations
@@ -12,15 +14,13 @@ import importlib
 import json
 import os
 import sys
+import traceback
 
 from depthwidth import __version__
+from depthwidth.errors import UserError
 
 # name -> module under depthwidth.cli; each module has add_parser(subparsers) and run(args) -> int.
 COMMANDS = ("calc", "plan", "compare", "hw", "train", "bench", "study", "demo", "report", "recommend", "probe")
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for; printed as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,13 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"depthwidth {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"depthwidth.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"depthwidth.cli.{name}":
-                continue  # command not built yet
-            raise
-        module.add_parser(sub)
+        importlib.import_module(f"depthwidth.cli.{name}").add_parser(sub)
     return parser
 
 
@@ -53,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.run(args) or 0)
-    except (UsageError, ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+    except (UserError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         print(f"depthwidth {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -62,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`depthwidth calc --json | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception:
+        traceback.print_exc()
+        print(f"depthwidth {args.command}: internal error (a defect of depthwidth {__version__}, not of your "
+              f"input); please report it with the traceback above", file=sys.stderr)
+        return 1
 
 
 def print_json(obj) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from depthwidth.cli import UsageError, print_json
+from depthwidth.cli import print_json
+from depthwidth.errors import UserError
 from depthwidth.cli.common import add_shape_args, int_list, one_line_errors, positive_int, shape_from_args
 
 HELP = "measure batch-1 prefill/decode latency, throughput, KV cache and int8 quantization"
@@ -49,7 +50,7 @@ def _config(args: argparse.Namespace):
     from depthwidth.bench.serving import BenchConfig
 
     if args.warmup < 0:
-        raise UsageError(f"--warmup {args.warmup} must be >= 0")
+        raise UserError(f"--warmup {args.warmup} must be >= 0")
     kw = {"dtype": args.dtype, "quantize": args.quantize, "repeat": args.repeat, "warmup": args.warmup,
           "threads": args.threads, "attn_impl": args.attn_impl, "seed": args.seed, "group_size": args.group_size}
     for name in ("prompt_lens", "contexts", "batches", "new_tokens"):
@@ -62,7 +63,7 @@ def _config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     if args.checkpoint and _has_shape_flags(args):
-        raise UsageError("--checkpoint already gives the shape; drop the shape flags")
+        raise UserError("--checkpoint already gives the shape; drop the shape flags")
     target = args.checkpoint if args.checkpoint else shape_from_args(args)
     from depthwidth.bench.serving import bench
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from depthwidth.cli import UsageError
+from depthwidth.errors import UserError
 from depthwidth.hfconfig import from_hf_config
 from depthwidth.shapes.presets import get_preset
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, KINDS, NORM_KINDS, POS_KINDS, Shape
@@ -160,7 +160,7 @@ def _sizes(args: argparse.Namespace) -> dict:
 def _base(args: argparse.Namespace) -> Shape | None:
     preset, hf = getattr(args, "preset", None), getattr(args, "hf", None)
     if preset and hf:
-        raise UsageError("--preset and --hf both give a shape; use one of them")
+        raise UserError("--preset and --hf both give a shape; use one of them")
     if preset:
         return get_preset(preset).shape
     if hf:
@@ -169,13 +169,13 @@ def _base(args: argparse.Namespace) -> Shape | None:
 
 
 def shape_from_args(args: argparse.Namespace) -> Shape:
-    """The Shape the shape flags describe. Raises UsageError/ValueError with a one-line reason."""
+    """The Shape the shape flags describe. Raises UserError/ValueError with a one-line reason."""
     base = _base(args)
     sizes, conventions = _sizes(args), _conventions(args)
     text = getattr(args, "shape", None)
     if text and sizes:
         flags = ", ".join("--" + d.replace("_", "-") for d, f in SIZE_FLAGS.items() if f in sizes)
-        raise UsageError(f"--shape and {flags} both give sizes; use one or the other")
+        raise UserError(f"--shape and {flags} both give sizes; use one or the other")
     if text:
         start = base or DEFAULT_BASE
         return parse_shape_string(text, base=start.with_(**conventions) if conventions else start)
@@ -184,7 +184,7 @@ def shape_from_args(args: argparse.Namespace) -> Shape:
         return base.with_(**changes) if changes else base
     missing = [f"--{d}" for d in ("layers", "width", "heads") if SIZE_FLAGS[d] not in sizes]
     if missing:
-        raise UsageError(
+        raise UserError(
             "no shape given: use --preset NAME, --hf PATH, --shape L12-H768-A12, "
             f"or --layers, --width and --heads (missing {', '.join(missing)})"
         )

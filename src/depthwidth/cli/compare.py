@@ -15,7 +15,8 @@ import argparse
 import re
 from pathlib import Path
 
-from depthwidth.cli import UsageError, print_json
+from depthwidth.cli import print_json
+from depthwidth.errors import UserError
 from depthwidth.cli.calc import _preset_info
 from depthwidth.cli.common import one_line_errors, positive_int
 from depthwidth.cli.plan import add_workload_args, resolve_hardware
@@ -56,7 +57,7 @@ def read_shape(text: str, *, base):
     try:
         get_preset(key)
     except ValueError as exc:
-        raise UsageError(f"cannot read {text!r} as a preset, a config path or a shape string like L12-H768-A12 "
+        raise UserError(f"cannot read {text!r} as a preset, a config path or a shape string like L12-H768-A12 "
                          f"({exc})") from None
     raise AssertionError("unreachable")
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.shapes.shape_string import DEFAULT_BASE
 
     if len(args.shapes) < 2:
-        raise UsageError(f"compare needs two or more shapes, got {len(args.shapes)}")
+        raise UserError(f"compare needs two or more shapes, got {len(args.shapes)}")
     base = get_preset(args.like).shape if args.like else DEFAULT_BASE
     if args.vocab:
         base = base.with_(vocab_size=args.vocab)
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     seq_len = args.seq_len or min(s.max_seq_len for _, s in shapes)
     too_short = [name for name, s in shapes if s.max_seq_len < seq_len]
     if too_short:
-        raise UsageError(f"--seq-len {seq_len} exceeds max_seq_len of {', '.join(too_short)}")
+        raise UserError(f"--seq-len {seq_len} exceeds max_seq_len of {', '.join(too_short)}")
     workload = Workload(seq_len=seq_len, batch=args.batch, dtype=args.dtype, tp=args.tp, pp=args.pp)
     result = compare(shapes, hardware=resolve_hardware(args.hardware), workload=workload)
     data = result.to_dict()

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from depthwidth.cli import UsageError, print_json
+from depthwidth.cli import print_json
+from depthwidth.errors import UserError
 from depthwidth.cli.common import one_line_errors, positive_int
 
 
@@ -42,7 +43,7 @@ def add_parser(subparsers) -> None:
 
 
 def _no_subcommand(parser: argparse.ArgumentParser) -> int:
-    raise UsageError("say what to do: `depthwidth hw list` or `depthwidth hw measure`")
+    raise UserError("say what to do: `depthwidth hw list` or `depthwidth hw measure`")
 
 
 def run_list(args: argparse.Namespace) -> int:

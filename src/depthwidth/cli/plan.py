@@ -14,7 +14,8 @@ import argparse
 import re
 from pathlib import Path
 
-from depthwidth.cli import UsageError, print_json
+from depthwidth.cli import print_json
+from depthwidth.errors import UserError
 from depthwidth.cli.common import int_list, one_line_errors, positive_int
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, POS_KINDS
 
@@ -141,7 +142,7 @@ def _aspect(text: str) -> tuple[float, float]:
     try:
         lo, hi = (float(v) for v in text.split(","))
     except ValueError:
-        raise UsageError(f"--aspect-range {text!r}: expected LO,HI such as 8,512") from None
+        raise UserError(f"--aspect-range {text!r}: expected LO,HI such as 8,512") from None
     return lo, hi
 
 
@@ -149,17 +150,17 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.shapes.evaluate import Workload, plan
 
     if (args.params is None) == (args.flops is None):
-        raise UsageError("give one budget: --params N (e.g. 124M) or --flops C (e.g. 1e19) with --tokens-per-param")
+        raise UserError("give one budget: --params N (e.g. 124M) or --flops C (e.g. 1e19) with --tokens-per-param")
     if args.flops is not None and (args.tokens_per_param is None) == (args.tokens is None):
-        raise UsageError("--flops needs one of --tokens-per-param R (e.g. 20) or --tokens D")
+        raise UserError("--flops needs one of --tokens-per-param R (e.g. 20) or --tokens D")
     if args.params is not None and (args.tokens_per_param is not None or args.tokens is not None):
-        raise UsageError("--tokens-per-param/--tokens go with --flops, not --params")
+        raise UserError("--tokens-per-param/--tokens go with --flops, not --params")
     base = base_shape(args)
     hardware = resolve_hardware(args.hardware)
     workload = Workload(seq_len=args.seq_len or base.max_seq_len, batch=args.batch, dtype=args.dtype, tp=args.tp,
                         pp=args.pp)
     if workload.seq_len > base.max_seq_len:
-        raise UsageError(f"--seq-len {workload.seq_len} exceeds the members' max_seq_len {base.max_seq_len}; "
+        raise UserError(f"--seq-len {workload.seq_len} exceeds the members' max_seq_len {base.max_seq_len}; "
                          "raise --max-seq-len")
     result = plan(
         hardware=hardware, workload=workload, base=base, params=args.params, non_embedding=args.non_embedding,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from depthwidth.cli import UsageError, print_json
+from depthwidth.cli import print_json
+from depthwidth.errors import UserError
 from depthwidth.cli.common import add_shape_args, int_list, one_line_errors, positive_float, positive_int, shape_from_args
 
 HELP = "show the synthetic probe tasks, or measure a shape's memorisation capacity in bits per parameter"
@@ -65,7 +66,7 @@ def run_capacity(args) -> int:
         args.max_seq_len = args.seq_len
     shape = shape_from_args(args)
     if shape.max_seq_len < args.seq_len:
-        raise UsageError(f"--seq-len {args.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len}")
+        raise UserError(f"--seq-len {args.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len}")
     config = TrainConfig(corpus="probe:facts", seq_len=args.seq_len, batch_size=args.batch_size, steps=1, lr=args.lr,
                          warmup=0, weight_decay=0.0, threads=args.threads, eval_windows=8)
     progress = None if args.json else (lambda i, n: print(f"training {i + 1}/{n} ...", file=sys.stderr))

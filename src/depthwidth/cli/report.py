@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from depthwidth.errors import UserError
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors, positive_float, positive_int
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     out_dir = Path(args.out) if args.out else Path(args.study) / REPORT_FOLDER
     if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"-o {out_dir}: exists and is not a folder")
+        raise UserError(f"-o {out_dir}: exists and is not a folder")
     study = load_study(args.study)
     hardware = resolve_hardware(args.hardware) if args.hardware else default_hardware(study)
     constraints = Constraints(hardware=hardware, max_decode_ms=args.max_decode_ms, max_memory_gb=args.max_memory_gb)

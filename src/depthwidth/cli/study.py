@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from depthwidth.errors import UserError
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors
 
@@ -54,7 +55,7 @@ def _console():
 
 def _check_executor(args) -> None:
     if args.address and args.executor != "ray":
-        raise ValueError("--address joins a Ray cluster; use it with --executor ray")
+        raise UserError("--address joins a Ray cluster; use it with --executor ray")
 
 
 def run_with_display(spec, *, study_dir, executor: str, address: str | None, quiet: bool):

@@ -17,7 +17,8 @@ import argparse
 import os
 import sys
 
-from depthwidth.cli import UsageError, print_json
+from depthwidth.cli import print_json
+from depthwidth.errors import UserError
 from depthwidth.cli.common import (
     add_shape_args,
     fraction,
@@ -89,7 +90,7 @@ def config_from_args(args: argparse.Namespace):
     from depthwidth.train import TrainConfig
 
     if args.steps is None and args.tokens is None:
-        raise UsageError("no budget: give --steps N or --tokens N")
+        raise UserError("no budget: give --steps N or --tokens N")
     corpus = os.path.abspath(args.data) if args.data else (args.corpus or "shakespeare")
     if args.probe:
         corpus = args.probe if args.probe.startswith("probe:") else f"probe:{args.probe}"
@@ -109,7 +110,7 @@ def config_from_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
-        raise UsageError("--resume needs --out DIR (the run folder to continue)")
+        raise UserError("--resume needs --out DIR (the run folder to continue)")
     config = config_from_args(args)
     shape = shape_from_args(args)
     from depthwidth.data import load_dataset

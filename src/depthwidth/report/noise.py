@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from depthwidth.errors import UserError
 from depthwidth.report.rows import ShapeResult
 
 NOISE_METHODS = ("seeds", "eval-curve", "none")
@@ -41,9 +42,9 @@ class NoiseEstimate:
 
     def __post_init__(self) -> None:
         if self.method not in NOISE_METHODS:
-            raise ValueError(f"method={self.method!r} is not allowed; expected one of {', '.join(NOISE_METHODS)}")
+            raise UserError(f"method={self.method!r} is not allowed; expected one of {', '.join(NOISE_METHODS)}")
         if self.sigma is not None and not (math.isfinite(self.sigma) and self.sigma >= 0):
-            raise ValueError(f"sigma={self.sigma!r} must be a finite number >= 0")
+            raise UserError(f"sigma={self.sigma!r} must be a finite number >= 0")
 
     def threshold(self, a: ShapeResult, b: ShapeResult, *, z: float = Z) -> float | None:
         """The loss difference between a and b that counts as real: z x its standard error."""

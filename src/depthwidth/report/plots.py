@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.evaluate import PlanResult
 from depthwidth.shapes.families import human, iso_curve
 
@@ -30,7 +31,7 @@ def plot_plan(result: PlanResult, path: str | Path) -> Path:
 
     path = Path(path)
     if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise ValueError(f"plot path {str(path)!r} must end in .png, .svg or .pdf")
+        raise UserError(f"plot path {str(path)!r} must end in .png, .svg or .pdf")
     fam = result.family
     members = fam.members
     evals = result.evaluations

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from depthwidth.errors import UserError
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.rows import ShapeResult
 from depthwidth.report.study_tables import nbytes
@@ -39,10 +40,10 @@ class Constraints:
         for name in ("max_decode_ms", "max_memory_gb"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name}={value!r} must be a positive number")
+                raise UserError(f"{name}={value!r} must be a positive number")
         if self.context is not None and (isinstance(self.context, bool) or not isinstance(self.context, int)
                                          or self.context < 1):
-            raise ValueError(f"context={self.context!r} must be a positive integer")
+            raise UserError(f"context={self.context!r} must be a positive integer")
 
     def to_dict(self) -> dict:
         return {"hardware": self.hardware, "max_decode_ms": self.max_decode_ms, "max_memory_gb": self.max_memory_gb,
@@ -100,7 +101,7 @@ def recommend(
     pool = [r for r in results if r.loss_mean is not None and (constraints.group is None or r.group == constraints.group)]
     if constraints.group is not None and not any(r.group == constraints.group for r in results):
         groups = sorted({r.group for r in results})
-        raise ValueError(f"group={constraints.group!r} is not in this study; groups: {', '.join(groups)}")
+        raise UserError(f"group={constraints.group!r} is not in this study; groups: {', '.join(groups)}")
     noise = noise or estimate_noise(results)
     candidates = []
     for r in sorted(pool, key=lambda r: r.loss_mean):

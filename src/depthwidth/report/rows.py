@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.shape import Shape
 
 RUN_STATUSES = ("pending", "running", "completed", "diverged", "failed")
@@ -31,9 +32,9 @@ class CurveSeries:
 
     def __post_init__(self) -> None:
         if len(self.tokens) != len(self.val_loss):
-            raise ValueError(f"tokens has {len(self.tokens)} points but val_loss has {len(self.val_loss)}")
+            raise UserError(f"tokens has {len(self.tokens)} points but val_loss has {len(self.val_loss)}")
         if len(self.train_tokens) != len(self.train_loss):
-            raise ValueError(f"train_tokens has {len(self.train_tokens)} points but train_loss has "
+            raise UserError(f"train_tokens has {len(self.train_tokens)} points but train_loss has "
                              f"{len(self.train_loss)}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,7 +84,7 @@ class ShapeResult:
 
     def __post_init__(self) -> None:
         if any(not (isinstance(v, (int, float)) and math.isfinite(v)) for v in self.seed_losses):
-            raise ValueError(f"seed_losses={self.seed_losses!r} must be finite numbers")
+            raise UserError(f"seed_losses={self.seed_losses!r} must be finite numbers")
 
     @property
     def aspect_ratio(self) -> float:
@@ -168,7 +169,7 @@ class RunSummary:
 
     def __post_init__(self) -> None:
         if self.status not in RUN_STATUSES:
-            raise ValueError(f"status={self.status!r} is not allowed; expected one of {', '.join(RUN_STATUSES)}")
+            raise UserError(f"status={self.status!r} is not allowed; expected one of {', '.join(RUN_STATUSES)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "kind": self.kind, "group": self.group, "label": self.label, "lr": self.lr,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.errors import UserError
 from depthwidth.report.rows import ShapeResult
 
 MEMORY_KINDS = ("serving", "training")
@@ -97,7 +98,7 @@ def estimate_target(
     from depthwidth.shapes.params import count_params
 
     if memory not in MEMORY_KINDS:
-        raise ValueError(f"memory={memory!r} is not allowed; expected one of {', '.join(MEMORY_KINDS)}")
+        raise UserError(f"memory={memory!r} is not allowed; expected one of {', '.join(MEMORY_KINDS)}")
     target = resolve_hardware(hardware)
     shape = result.shape
     default_len = seq_len or shape.max_seq_len
@@ -105,7 +106,7 @@ def estimate_target(
     prompt_len = prompt_len or result.bench_prompt_len or default_len
     for name, value in (("context", context), ("prompt_len", prompt_len)):
         if value > shape.max_seq_len:
-            raise ValueError(f"{name}={value} exceeds max_seq_len={shape.max_seq_len} of {result.label}")
+            raise UserError(f"{name}={value} exceeds max_seq_len={shape.max_seq_len} of {result.label}")
     measured = measured_applies(target, result.bench_hardware)
     where = hardware_label(target)
 

@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
+from depthwidth.errors import UserError
 from depthwidth.report.fit import MIN_DISTINCT_N, Interval, PowerLawFit, fit_power_law
 
 #: N values closer than this factor are one scale
@@ -39,7 +40,7 @@ class TrendPoint:
         for name in ("aspect_ratio", "n", "d", "loss"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name}={value!r} must be a positive finite number")
+                raise UserError(f"{name}={value!r} must be a positive finite number")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,9 +103,9 @@ class TrendReport:
 def family_of(aspect_ratio: float, *, bins_per_octave: int = 1) -> str:
     """'d/L~32': the aspect ratio rounded to the nearest of 2^(k / bins_per_octave)."""
     if not aspect_ratio > 0:
-        raise ValueError(f"aspect_ratio={aspect_ratio!r} must be positive")
+        raise UserError(f"aspect_ratio={aspect_ratio!r} must be positive")
     if bins_per_octave < 1:
-        raise ValueError(f"bins_per_octave={bins_per_octave!r} must be >= 1")
+        raise UserError(f"bins_per_octave={bins_per_octave!r} must be >= 1")
     k = round(math.log2(aspect_ratio) * bins_per_octave)
     centre = 2 ** (k / bins_per_octave)
     return f"d/L~{centre:.3g}"
@@ -123,7 +124,7 @@ def fit_trends(
     pick the family with the lowest predicted loss at `factors[0]` x the largest measured N, and
     extrapolate every fitted family to each factor with a bootstrap band at `level`."""
     if not factors or any(not f > 0 for f in factors):
-        raise ValueError(f"factors={list(factors)!r} must be positive multiples of the largest measured N")
+        raise UserError(f"factors={list(factors)!r} must be positive multiples of the largest measured N")
     groups: dict[str, list[TrendPoint]] = defaultdict(list)
     for p in points:
         groups[family_of(p.aspect_ratio, bins_per_octave=bins_per_octave)].append(p)

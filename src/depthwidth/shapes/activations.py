@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.shape import Shape
 
@@ -71,7 +72,7 @@ INT64 = 8  # token ids, position ids, targets
 
 def check_bool(name: str, value: object) -> None:
     if not isinstance(value, bool):
-        raise ValueError(f"{name}={value!r} must be true or false")
+        raise UserError(f"{name}={value!r} must be true or false")
 
 
 def ceil_div(n: int, t: int) -> int:
@@ -124,9 +125,9 @@ class ActivationSetup:
 
     def check_shape(self, shape: Shape) -> None:
         if self.seq_len > shape.max_seq_len:
-            raise ValueError(f"seq_len={self.seq_len} exceeds max_seq_len={shape.max_seq_len} of the shape")
+            raise UserError(f"seq_len={self.seq_len} exceeds max_seq_len={shape.max_seq_len} of the shape")
         if shape.n_heads % self.tp:
-            raise ValueError(f"tp={self.tp} must divide n_heads={shape.n_heads} (tensor parallelism splits the heads)")
+            raise UserError(f"tp={self.tp} must divide n_heads={shape.n_heads} (tensor parallelism splits the heads)")
 
     @property
     def tokens(self) -> int:

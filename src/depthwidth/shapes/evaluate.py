@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_int
 from depthwidth.shapes.families import Family, plan_family, tp_problem
 from depthwidth.shapes.hardware import HardwareSpec, get_hardware
@@ -95,7 +96,7 @@ def evaluate_shape(shape: Shape, *, hardware: HardwareSpec | str, workload: Work
     hw = hardware if isinstance(hardware, HardwareSpec) else get_hardware(hardware)
     w = workload
     if w.pp > shape.n_layers:
-        raise ValueError(f"pp={w.pp} exceeds n_layers={shape.n_layers} of {shape.label()}")
+        raise UserError(f"pp={w.pp} exceeds n_layers={shape.n_layers} of {shape.label()}")
     summary = summarize(shape, seq_len=w.seq_len, micro_batch=w.batch, tp=w.tp, train_precision=w.train_precision,
                         attn_impl=w.attn_impl, kv_dtype=w.dtype if w.dtype in KV_DTYPES else "bf16")
     common = dict(hardware=hw, dtype=w.dtype, tp=w.tp, pp=w.pp, attn_impl=w.attn_impl)
@@ -199,11 +200,11 @@ def compare(shapes: Sequence[tuple[str, Shape]], *, hardware: HardwareSpec | str
     """Evaluate (name, shape) pairs under one workload. With tp > 1, tp must divide the heads of at least
     one shape (ValueError otherwise); the others carry DW003 findings."""
     if len(shapes) < 2:
-        raise ValueError(f"compare needs two or more shapes, got {len(shapes)}")
+        raise UserError(f"compare needs two or more shapes, got {len(shapes)}")
     hw = hardware if isinstance(hardware, HardwareSpec) else get_hardware(hardware)
     if workload.tp > 1 and all(tp_problem(s, workload.tp) for _, s in shapes):
         heads = ", ".join(f"{name}: {s.n_heads} heads/{s.n_kv_heads} kv" for name, s in shapes)
-        raise ValueError(f"tp={workload.tp} divides the heads of none of the shapes ({heads})")
+        raise UserError(f"tp={workload.tp} divides the heads of none of the shapes ({heads})")
     evaluations = tuple(evaluate_shape(s, hardware=hw, workload=workload) for _, s in shapes)
     return Comparison(names=tuple(n for n, _ in shapes), evaluations=evaluations, workload=workload, hardware=hw)
 

@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_int
 from depthwidth.shapes.family_types import DroppedShape, Family, FamilyMember, human  # re-exported
 from depthwidth.shapes.flops import flops
@@ -154,35 +155,35 @@ def plan_family(
     width for each depth. Raises ValueError when no shape meets the budget within `tolerance`.
     """
     if (params is None) == (train_flops is None):
-        raise ValueError("give exactly one budget: params (parameters) or train_flops (training FLOPs)")
+        raise UserError("give exactly one budget: params (parameters) or train_flops (training FLOPs)")
     for name, value in (("count", count), ("align", align), ("head_dim", head_dim), ("min_layers", min_layers),
                         ("tp", tp), ("pp", pp)):
         check_int(name, value)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
-        raise ValueError(f"tolerance={tolerance!r} must be a fraction in (0, 1), e.g. 0.05")
+        raise UserError(f"tolerance={tolerance!r} must be a fraction in (0, 1), e.g. 0.05")
     lo_a, hi_a = aspect_range
     if not 0 < lo_a < hi_a:
-        raise ValueError(f"aspect_range={aspect_range!r} must be (low, high) with 0 < low < high")
+        raise UserError(f"aspect_range={aspect_range!r} must be (low, high) with 0 < low < high")
     if depths is not None and widths is not None:
-        raise ValueError("give depths or widths, not both")
+        raise UserError("give depths or widths, not both")
     seq_len = seq_len or base.max_seq_len
     check_int("seq_len", seq_len)
     if params is not None:
         if tokens is not None or tokens_per_param is not None:
-            raise ValueError("tokens/tokens_per_param belong to a train_flops budget, not a params budget")
+            raise UserError("tokens/tokens_per_param belong to a train_flops budget, not a params budget")
         if isinstance(params, bool) or not isinstance(params, (int, float)) or not params > 0:
-            raise ValueError(f"params={params!r} must be a positive number")
+            raise UserError(f"params={params!r} must be a positive number")
         budget = _Budget(kind="iso-params", target=float(params), non_embedding=non_embedding, seq_len=seq_len,
                          tokens=None, tokens_per_param=None)
         reference = None
     else:
         if isinstance(train_flops, bool) or not isinstance(train_flops, (int, float)) or not train_flops > 0:
-            raise ValueError(f"train_flops={train_flops!r} must be a positive number")
+            raise UserError(f"train_flops={train_flops!r} must be a positive number")
         if (tokens is None) == (tokens_per_param is None):
-            raise ValueError("a train_flops budget needs exactly one of tokens_per_param (e.g. 20) or tokens")
+            raise UserError("a train_flops budget needs exactly one of tokens_per_param (e.g. 20) or tokens")
         for name, value in (("tokens", tokens), ("tokens_per_param", tokens_per_param)):
             if value is not None and not value > 0:
-                raise ValueError(f"{name}={value!r} must be a positive number")
+                raise UserError(f"{name}={value!r} must be a positive number")
         budget = _Budget(kind="iso-compute", target=float(train_flops), non_embedding=non_embedding,
                          seq_len=seq_len, tokens=tokens, tokens_per_param=tokens_per_param)
         reference = (math.sqrt(train_flops / (6 * tokens_per_param)) if tokens is None else train_flops / (6 * tokens))
@@ -258,7 +259,7 @@ def plan_family(
             notes.append(f"{len(tp_skipped)} grid widths skipped: their heads, kv heads or d_ff are not divisible "
                          f"by tp={tp}")
     if not kept:
-        raise ValueError(_infeasible(budget, base, dropped=dropped, step=step, head_dim=head_dim, tolerance=tolerance,
+        raise UserError(_infeasible(budget, base, dropped=dropped, step=step, head_dim=head_dim, tolerance=tolerance,
                                      tol_text=tol_text,
                                      tp=tp, tp_skipped=bool(tp_skipped), min_layers=max(min_layers, pp),
                                      aspect_range=aspect_range, explicit=depths is not None or widths is not None))
@@ -280,7 +281,7 @@ def iso_curve(family: Family, *, widths: Sequence[int]) -> list[tuple[int, float
     (embeddings, norms and, for iso-compute, the attention term included). Widths where even one
     layer exceeds the budget, or that head_dim does not divide, are left out."""
     if family.base is None:
-        raise ValueError("family has no base shape; build it with plan_family")
+        raise UserError("family has no base shape; build it with plan_family")
     budget = _Budget(kind=family.kind, target=family.target, non_embedding=family.non_embedding,
                      seq_len=family.seq_len, tokens=family.tokens, tokens_per_param=family.tokens_per_param)
     out = []

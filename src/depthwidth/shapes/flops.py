@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.shape import Shape
 
@@ -163,7 +164,7 @@ def layer_ops(
     check_int("batch", batch)
     check_int("new_tokens", new_tokens)
     if past_tokens < 0:
-        raise ValueError(f"past_tokens={past_tokens!r} must be >= 0")
+        raise UserError(f"past_tokens={past_tokens!r} must be >= 0")
     s = shape
     n = batch * new_tokens  # tokens processed
     d, q, k, f = s.d_model, s.q_dim, s.kv_dim, s.d_ff

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice
 from depthwidth.shapes.activations import DTYPE_BYTES as _STORAGE_BYTES
 
@@ -40,18 +41,18 @@ T = 1e12
 def dtype_bytes(dtype: str) -> int:
     """Bytes per element of `dtype`; ValueError naming the known dtypes otherwise."""
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype={dtype!r} is not known; expected one of {', '.join(DTYPES)}")
+        raise UserError(f"dtype={dtype!r} is not known; expected one of {', '.join(DTYPES)}")
     return DTYPE_BYTES[dtype]
 
 
 def _check_fraction(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ValueError(f"{name}={value!r} must be a number in (0, 1]")
+        raise UserError(f"{name}={value!r} must be a number in (0, 1]")
 
 
 def _check_nonneg(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{name}={value!r} must be a number >= 0")
+        raise UserError(f"{name}={value!r} must be a number >= 0")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -92,32 +93,32 @@ class HardwareSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError(f"name={self.name!r} must be a non-empty string")
+            raise UserError(f"name={self.name!r} must be a non-empty string")
         check_choice("kind", self.kind, KINDS)
         if not isinstance(self.peak_flops, Mapping) or not self.peak_flops:
-            raise ValueError(f"peak_flops={self.peak_flops!r} must map at least one dtype to FLOP/s")
+            raise UserError(f"peak_flops={self.peak_flops!r} must map at least one dtype to FLOP/s")
         for dtype, value in self.peak_flops.items():
             if dtype not in DTYPES:
-                raise ValueError(f"peak_flops has unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+                raise UserError(f"peak_flops has unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"peak_flops[{dtype!r}]={value!r} must be a positive number")
+                raise UserError(f"peak_flops[{dtype!r}]={value!r} must be a positive number")
         object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
         for name in ("mem_bandwidth", "mem_capacity"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name}={value!r} must be a positive number")
+                raise UserError(f"{name}={value!r} must be a positive number")
         for name in ("link_bandwidth", "link_latency_s", "op_overhead_s"):
             _check_nonneg(name, getattr(self, name))
         for name in ("flops_efficiency", "bandwidth_efficiency", "link_efficiency", "train_mfu"):
             _check_fraction(name, getattr(self, name))
         if not isinstance(self.source, str) or not self.source.strip():
-            raise ValueError(f"source={self.source!r} must say where the numbers come from")
+            raise UserError(f"source={self.source!r} must say where the numbers come from")
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for `dtype`; ValueError naming the supported dtypes otherwise."""
         dtype_bytes(dtype)
         if dtype not in self.peak_flops:
-            raise ValueError(
+            raise UserError(
                 f"hardware {self.name!r} has no {dtype} rate; it supports {', '.join(self.peak_flops)}"
             )
         return float(self.peak_flops[dtype])
@@ -156,11 +157,11 @@ class HardwareSpec:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown hardware field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise UserError(f"unknown hardware field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         try:
             return cls(**data)
         except TypeError as exc:
-            raise ValueError(f"incomplete hardware spec: {exc}") from None
+            raise UserError(f"incomplete hardware spec: {exc}") from None
 
 
 # Efficiencies measured publicly on Hopper: an 8192^3 bf16 matmul through PyTorch runs at 770-800
@@ -258,14 +259,14 @@ def get_hardware(name: str) -> HardwareSpec:
     if isinstance(name, HardwareSpec):
         return name
     if not isinstance(name, str):
-        raise ValueError(f"hardware name must be a string, got {name!r}")
+        raise UserError(f"hardware name must be a string, got {name!r}")
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     key = ALIASES.get(key, key)
     if key in HARDWARE:
         return HARDWARE[key]
     close = difflib.get_close_matches(key, list(HARDWARE) + list(ALIASES), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ValueError(f"unknown hardware {name!r}{hint} (known: {', '.join(HARDWARE)})")
+    raise UserError(f"unknown hardware {name!r}{hint} (known: {', '.join(HARDWARE)})")
 
 
 __all__ = ["DTYPES", "DTYPE_BYTES", "HARDWARE", "HardwareSpec", "dtype_bytes", "get_hardware", "hardware_names"]

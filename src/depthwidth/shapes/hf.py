@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.shape import Shape
 
 SUPPORTED_MODEL_TYPES = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2")
@@ -35,7 +36,7 @@ class _Reader:
         self.config, self.source, self.model_type = config, source, model_type
 
     def error(self, message: str) -> ValueError:
-        return ValueError(f"{self.source}: {message}")
+        return UserError(f"{self.source}: {message}")
 
     def _get(self, names: tuple[str, ...], default: Any) -> tuple[str, Any]:
         for name in names:
@@ -178,19 +179,19 @@ def shape_from_hf_config(config: dict[str, Any], *, source: str = "<dict>") -> S
     combinations `Shape` cannot represent.
     """
     if not isinstance(config, dict):
-        raise ValueError(f"{source}: expected a JSON object (a config dict), got {type(config).__name__}")
+        raise UserError(f"{source}: expected a JSON object (a config dict), got {type(config).__name__}")
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
     model_type = config.get("model_type")
     if model_type is None:
-        raise ValueError(f"{source}: missing field 'model_type'; supported model types: {supported}")
+        raise UserError(f"{source}: missing field 'model_type'; supported model types: {supported}")
     if model_type not in _BUILDERS:
-        raise ValueError(f"{source}: model_type {model_type!r} is not supported; supported model types: {supported}")
+        raise UserError(f"{source}: model_type {model_type!r} is not supported; supported model types: {supported}")
     reader = _Reader(config, source=source, model_type=model_type)
     fields = _BUILDERS[model_type](reader)
     try:
         return Shape(**fields)
     except ValueError as exc:
-        raise ValueError(f"{source}: {exc} (read from the {model_type} config fields)") from None
+        raise UserError(f"{source}: {exc} (read from the {model_type} config fields)") from None
 
 
 __all__ = ["SUPPORTED_MODEL_TYPES", "shape_from_hf_config"]

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.flops import Op, flops, layer_ops
 from depthwidth.shapes.hardware import HardwareSpec, dtype_bytes, get_hardware
@@ -90,7 +91,7 @@ class LatencyBreakdown:
         for name in ("total_s", "compute_bound_s", "memory_bound_s", "overhead_s", "comm_s", "bubble_s"):
             value = getattr(self, name)
             if not value >= 0:
-                raise ValueError(f"{name}={value!r} must be >= 0")
+                raise UserError(f"{name}={value!r} must be >= 0")
         object.__setattr__(self, "by_op", MappingProxyType(dict(self.by_op)))
 
     @property
@@ -143,7 +144,7 @@ def ring_allreduce_s(*, nbytes: float, ranks: int, hardware: HardwareSpec) -> fl
     if ranks == 1:
         return 0.0
     if hardware.link_bandwidth <= 0:
-        raise ValueError(f"hardware {hardware.name!r} has no device-to-device link; parallel degree must be 1")
+        raise UserError(f"hardware {hardware.name!r} has no device-to-device link; parallel degree must be 1")
     bw = hardware.link_bandwidth * hardware.link_efficiency
     return 2 * (ranks - 1) / ranks * nbytes / bw + 2 * (ranks - 1) * hardware.link_latency_s
 
@@ -151,7 +152,7 @@ def ring_allreduce_s(*, nbytes: float, ranks: int, hardware: HardwareSpec) -> fl
 def p2p_send_s(*, nbytes: float, hardware: HardwareSpec) -> float:
     """Seconds of one point-to-point send of `nbytes` between pipeline stages."""
     if hardware.link_bandwidth <= 0:
-        raise ValueError(f"hardware {hardware.name!r} has no device-to-device link; pp must be 1")
+        raise UserError(f"hardware {hardware.name!r} has no device-to-device link; pp must be 1")
     return nbytes / (hardware.link_bandwidth * hardware.link_efficiency) + hardware.link_latency_s
 
 
@@ -193,7 +194,7 @@ def _roofline(
     check_choice("attn_impl", attn_impl, ATTN_IMPLS)
     check_choice("logits", logits, LOGITS)
     if pp > shape.n_layers:
-        raise ValueError(f"pp={pp} exceeds n_layers={shape.n_layers}; each pipeline stage needs a layer")
+        raise UserError(f"pp={pp} exceeds n_layers={shape.n_layers}; each pipeline stage needs a layer")
     size = dtype_bytes(dtype)
     peak = hw.achievable_flops(dtype)
     bandwidth = hw.achievable_bandwidth
@@ -272,7 +273,7 @@ def predict_decode(
     At batch 1 every weight is read once per token, so the step is memory-bound and its floor is
     weight bytes / bandwidth; the fixed per-op cost makes deeper shapes slower at equal parameters."""
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise ValueError(f"context={context!r} must be an integer >= 0")
+        raise UserError(f"context={context!r} must be an integer >= 0")
     return _roofline(shape, kind="decode", hardware=hardware, batch=batch, new_tokens=1, past_tokens=context,
                      dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits="all")
 
@@ -304,14 +305,14 @@ def predict_train_step(
                         ("dp", dp), ("tp", tp), ("pp", pp), ("grad_bytes", grad_bytes)):
         check_int(name, value)
     if global_batch % (dp * micro_batch):
-        raise ValueError(
+        raise UserError(
             f"global_batch={global_batch} is not a multiple of dp x micro_batch = {dp} x {micro_batch}"
         )
     if pp > shape.n_layers:
-        raise ValueError(f"pp={pp} exceeds n_layers={shape.n_layers}; each pipeline stage needs a layer")
+        raise UserError(f"pp={pp} exceeds n_layers={shape.n_layers}; each pipeline stage needs a layer")
     util = hw.train_mfu if mfu is None else mfu
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1:
-        raise ValueError(f"mfu={mfu!r} must be a number in (0, 1]")
+        raise UserError(f"mfu={mfu!r} must be a number in (0, 1]")
     size = dtype_bytes(dtype)
     m = global_batch // (dp * micro_batch)
     tokens = global_batch * seq_len

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.activations import (
     DTYPE_BYTES,
     FLOAT_DTYPES,
@@ -130,7 +131,7 @@ def state_bytes_per_param(*, train_precision: str, param_dtype: str, optimizer: 
     compute = _COMPUTE_DTYPE[train_precision]
     allowed = ("fp32",) if compute == "fp32" else ("fp32", compute)
     if param_dtype not in allowed:
-        raise ValueError(
+        raise UserError(
             f"param_dtype={param_dtype!r} is not allowed with train_precision={train_precision!r}; "
             f"expected one of {', '.join(allowed)}"
         )
@@ -199,7 +200,7 @@ def memory(
     kv_context = seq_len if kv_context is None else kv_context
     check_int("kv_context", kv_context)
     if kv_context > shape.max_seq_len:
-        raise ValueError(f"kv_context={kv_context} exceeds max_seq_len={shape.max_seq_len} of the shape")
+        raise UserError(f"kv_context={kv_context} exceeds max_seq_len={shape.max_seq_len} of the shape")
 
     # ---- model states ----------------------------------------------------------------------
     p_b, g_b, o_b = state_bytes_per_param(train_precision=train_precision, param_dtype=param_dtype, optimizer=optimizer)

@@ -18,6 +18,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.shape import Shape
 
 _NAME = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
@@ -43,17 +44,17 @@ class Preset:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise ValueError(f"name={self.name!r} must be kebab case (lowercase letters, digits, '-', '.')")
+            raise UserError(f"name={self.name!r} must be kebab case (lowercase letters, digits, '-', '.')")
         if not isinstance(self.shape, Shape):
-            raise ValueError(f"shape={self.shape!r} must be a Shape")
+            raise UserError(f"shape={self.shape!r} must be a Shape")
         if not isinstance(self.source, str) or not self.source.strip():
-            raise ValueError(f"source={self.source!r} must name where the numbers come from")
+            raise UserError(f"source={self.source!r} must name where the numbers come from")
         if self.published_params is not None and (
             isinstance(self.published_params, bool)
             or not isinstance(self.published_params, int)
             or self.published_params <= 0
         ):
-            raise ValueError(f"published_params={self.published_params!r} must be a positive integer or None")
+            raise UserError(f"published_params={self.published_params!r} must be a positive integer or None")
 
     def to_dict(self) -> dict:
         return {
@@ -243,13 +244,13 @@ def get_preset(name: str) -> Preset:
     Raises ValueError naming close matches and every known name when there is none.
     """
     if not isinstance(name, str):
-        raise ValueError(f"preset name must be a string, got {name!r}")
+        raise UserError(f"preset name must be a string, got {name!r}")
     key = name.strip().lower().replace("_", "-")
     if key in PRESETS:
         return PRESETS[key]
     close = difflib.get_close_matches(key, PRESETS, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ValueError(f"unknown preset {name!r}{hint} (known presets: {', '.join(PRESETS)})")
+    raise UserError(f"unknown preset {name!r}{hint} (known presets: {', '.join(PRESETS)})")
 
 
 __all__ = ["PRESETS", "Preset", "get_preset", "preset_names"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
 
 FFN_KINDS = ("gelu", "relu", "swiglu")
@@ -102,15 +103,15 @@ class Shape:
             check_choice(name, getattr(self, name), allowed)
         for name in ("parallel_residual", "final_norm", "tie_embeddings", "lm_head"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be true or false")
+                raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
         for name in ("rope_theta", "norm_eps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name}={value!r} must be a positive number")
+                raise UserError(f"{name}={value!r} must be a positive number")
 
         if self.head_dim is None:
             if self.d_model % self.n_heads:
-                raise ValueError(
+                raise UserError(
                     f"n_heads={self.n_heads} does not divide d_model={self.d_model}; "
                     "choose heads that divide the width or give head_dim explicitly"
                 )
@@ -120,7 +121,7 @@ class Shape:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
         check_int("n_kv_heads", self.n_kv_heads)
         if self.n_kv_heads > self.n_heads or self.n_heads % self.n_kv_heads:
-            raise ValueError(
+            raise UserError(
                 f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} "
                 "(1 = multi-query, n_heads = multi-head)"
             )
@@ -128,9 +129,9 @@ class Shape:
             object.__setattr__(self, "d_ff", default_d_ff(d_model=self.d_model, ffn=self.ffn))
         check_int("d_ff", self.d_ff)
         if self.pos == "rope" and self.head_dim % 2:
-            raise ValueError(f"head_dim={self.head_dim} must be even for pos='rope'")
+            raise UserError(f"head_dim={self.head_dim} must be even for pos='rope'")
         if self.parallel_residual and self.norm_position == "post":
-            raise ValueError("parallel_residual=True needs norm_position='pre' (GPT-NeoX style)")
+            raise UserError("parallel_residual=True needs norm_position='pre' (GPT-NeoX style)")
         if self.tie_embeddings and not self.lm_head:
             object.__setattr__(self, "tie_embeddings", False)
 
@@ -177,11 +178,11 @@ class Shape:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown shape field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise UserError(f"unknown shape field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         try:
             return cls(**data)
         except TypeError as exc:  # a required field is missing
-            raise ValueError(f"incomplete shape: {exc}") from None
+            raise UserError(f"incomplete shape: {exc}") from None
 
     def with_(self, **changes: Any) -> Shape:
         """A copy with some fields changed; derived defaults are recomputed if not given."""

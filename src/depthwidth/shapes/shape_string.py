@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.shape import Shape
 
 #: Conventions used when no base is given: Shape's defaults (pre-norm, GELU, LayerNorm without
@@ -32,22 +33,22 @@ def parse_shape_string(text: str, *, base: Shape | None = None) -> Shape:
     Raises ValueError naming the offending token and the expected format.
     """
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"shape string {text!r} is empty; expected {_FORMAT}")
+        raise UserError(f"shape string {text!r} is empty; expected {_FORMAT}")
     sizes: dict[str, int] = {}
     for token in text.strip().split("-"):
         match = _TOKEN.match(token.strip())
         if not match:
-            raise ValueError(f"shape string {text!r}: cannot read token {token!r}; expected {_FORMAT}")
+            raise UserError(f"shape string {text!r}: cannot read token {token!r}; expected {_FORMAT}")
         key, value = match.group(1).upper(), int(match.group(2))
         field = _FIELDS[key]
         if field in sizes:
-            raise ValueError(f"shape string {text!r}: {key} is given twice")
+            raise UserError(f"shape string {text!r}: {key} is given twice")
         if value <= 0:
-            raise ValueError(f"shape string {text!r}: {key}{value} must be a positive integer")
+            raise UserError(f"shape string {text!r}: {key}{value} must be a positive integer")
         sizes[field] = value
     missing = [k for k in ("L", "H", "A") if _FIELDS[k] not in sizes]
     if missing:
-        raise ValueError(f"shape string {text!r} lacks {', '.join(missing)}; expected {_FORMAT}")
+        raise UserError(f"shape string {text!r} lacks {', '.join(missing)}; expected {_FORMAT}")
     fields = (base or DEFAULT_BASE).to_dict()
     fields.update(n_kv_heads=None, d_ff=None, head_dim=None)
     fields.update(sizes)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.activations import ATTN_IMPLS, DEVICES, FLOAT_DTYPES
 from depthwidth.shapes.flops import ATTENTION_KINDS, RECOMPUTE_KINDS, FlopBreakdown, flops
@@ -69,7 +70,7 @@ class SummarySettings:
             check_choice(name, getattr(self, name), allowed)
         for name in ("sp", "dropout"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be true or false")
+                raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -111,10 +112,10 @@ def summarize(shape: Shape, *, settings: SummarySettings | None = None, **option
         options.setdefault("attention", "causal" if shape.causal else "full")
         settings = SummarySettings(**options)
     elif options:
-        raise ValueError(f"give either settings or keyword options, not both ({', '.join(options)})")
+        raise UserError(f"give either settings or keyword options, not both ({', '.join(options)})")
     st = settings
     if st.seq_len > shape.max_seq_len:
-        raise ValueError(f"seq_len={st.seq_len} exceeds max_seq_len={shape.max_seq_len} of the shape")
+        raise UserError(f"seq_len={st.seq_len} exceeds max_seq_len={shape.max_seq_len} of the shape")
     return Summary(
         shape=shape,
         settings=st,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from depthwidth.errors import UserError
 from depthwidth.study.executors.base import JobFunction, make_executor
 from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
@@ -91,7 +92,7 @@ class StudyLock:
         except BlockingIOError:
             other = os.pread(fd, 32, 0).decode(errors="replace").strip()
             os.close(fd)
-            raise ValueError(f"{self.path.parent} is being run by another process (pid {other or '?'}); "
+            raise UserError(f"{self.path.parent} is being run by another process (pid {other or '?'}); "
                              "wait for it or stop it first") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)

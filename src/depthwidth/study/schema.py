@@ -17,8 +17,10 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from depthwidth.errors import UserError
 
-class SpecError(ValueError):
+
+class SpecError(UserError):
     """A study spec that cannot run; its text is one line: 'FILE:LINE: KEY: what is wrong'."""
 
     def __init__(self, message: str, *, source: str = "<spec>", key: str = "", line: int | None = None) -> None:

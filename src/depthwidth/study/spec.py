@@ -35,6 +35,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
     import tomli as tomllib
 
+from depthwidth.errors import UserError
 from depthwidth.study.schema import (
     SpecError,
     array,
@@ -94,16 +95,16 @@ class BudgetSpec:
 
     def __post_init__(self) -> None:
         if (self.params is None) == (self.flops is None):
-            raise ValueError("give exactly one of params or flops")
+            raise UserError("give exactly one of params or flops")
         if self.flops is None and (self.tokens is not None or self.tokens_per_param is not None):
-            raise ValueError("tokens / tokens_per_param belong to a flops budget; a params budget takes its "
+            raise UserError("tokens / tokens_per_param belong to a flops budget; a params budget takes its "
                              "tokens from [train]")
         if self.flops is not None and (self.tokens is None) == (self.tokens_per_param is None):
-            raise ValueError("a flops budget needs exactly one of tokens or tokens_per_param")
+            raise UserError("a flops budget needs exactly one of tokens or tokens_per_param")
         if self.depths is not None and self.widths is not None:
-            raise ValueError("give depths or widths, not both")
+            raise UserError("give depths or widths, not both")
         if not self.aspect_min < self.aspect_max:
-            raise ValueError(f"aspect_min={self.aspect_min:g} must be below aspect_max={self.aspect_max:g}")
+            raise UserError(f"aspect_min={self.aspect_min:g} must be below aspect_max={self.aspect_max:g}")
 
     def default_label(self) -> str:
         from depthwidth.shapes.families import human
@@ -151,7 +152,7 @@ class TrainSpec:
     def __post_init__(self) -> None:
         given = [k for k in ("tokens", "tokens_per_param", "steps") if getattr(self, k) is not None]
         if len(given) > 1:  # none is fine when every budget is a compute budget (it fixes the tokens)
-            raise ValueError(f"give one training budget: tokens, tokens_per_param or steps (got {', '.join(given)})")
+            raise UserError(f"give one training budget: tokens, tokens_per_param or steps (got {', '.join(given)})")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -170,9 +171,9 @@ class LRSpec:
 
     def __post_init__(self) -> None:
         if (self.grid is None) == (self.centre is None):
-            raise ValueError("give either grid = [...] or centre (with reference_width and factors)")
+            raise UserError("give either grid = [...] or centre (with reference_width and factors)")
         if self.centre is not None and self.reference_width is None:
-            raise ValueError("a centred grid needs reference_width")
+            raise UserError("a centred grid needs reference_width")
 
     @property
     def trials(self) -> int:

@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from depthwidth.errors import UserError
+
 SCHEMA_VERSION = 1
 STORE_FILE = "study.sqlite"
 STATUSES = ("pending", "running", "completed", "diverged", "failed")
@@ -166,7 +168,7 @@ class Store:
         version = store._meta("schema_version")
         if version != str(SCHEMA_VERSION):
             store.close()
-            raise ValueError(f"{path}: schema version {version}, this depthwidth reads version {SCHEMA_VERSION}")
+            raise UserError(f"{path}: schema version {version}, this depthwidth reads version {SCHEMA_VERSION}")
         return store
 
     @classmethod
@@ -184,7 +186,7 @@ class Store:
         if existed and store._meta("name") != name:
             other = store._meta("name")
             store.close()
-            raise ValueError(f"{folder} holds the study {other!r}, not {name!r}; choose another --dir")
+            raise UserError(f"{folder} holds the study {other!r}, not {name!r}; choose another --dir")
         with store._tx() as c:
             values = {"spec": json.dumps(spec, sort_keys=True), "spec_text": spec_text, "spec_source": source,
                       "updated_at": repr(time.time())}
@@ -233,7 +235,7 @@ class Store:
         rows = self._conn.execute("SELECT * FROM runs WHERE run_id LIKE ? ORDER BY rowid",
                                   (run_id.replace("%", "") + "%",)).fetchall()
         if len(rows) != 1:
-            raise ValueError(f"run {run_id!r} " + ("is not in this study" if not rows else
+            raise UserError(f"run {run_id!r} " + ("is not in this study" if not rows else
                                                    f"is ambiguous ({len(rows)} runs start with it)"))
         return _run_record(rows[0])
 
@@ -357,7 +359,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.DatabaseError as exc:
-        raise ValueError(f"{path}: not a readable study store ({exc})") from None
+        raise UserError(f"{path}: not a readable study store ({exc})") from None
     return conn
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from depthwidth.errors import UserError
 from depthwidth.data.probes import capacity_bits
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
@@ -50,10 +51,10 @@ def capacity_curve(
     """Train `shape` on each number of facts in `fact_counts` with `config`'s optimizer and data
     settings (its corpus and budget are replaced) and measure recall."""
     if not fact_counts or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in fact_counts):
-        raise ValueError(f"fact_counts={fact_counts!r} must be positive integers")
+        raise UserError(f"fact_counts={fact_counts!r} must be positive integers")
     for name, value in (("repeats", repeats), ("epochs", epochs)):
         if not value > 0:
-            raise ValueError(f"{name}={value!r} must be positive")
+            raise UserError(f"{name}={value!r} must be positive")
     params = count_params(shape).total
     points = []
     for i, n in enumerate(fact_counts):

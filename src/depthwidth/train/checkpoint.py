@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from depthwidth.errors import UserError
+
 CHECKPOINT = "checkpoint.pt"
 RESULT = "result.json"
 RUN = "run.json"
@@ -87,9 +89,9 @@ def load_checkpoint(path: Path, *, device: torch.device) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location=device, weights_only=True)
     except Exception as exc:  # a corrupt or foreign file: say which
-        raise ValueError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
+        raise UserError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"checkpoint {path} is not a depthwidth checkpoint (format {CHECKPOINT_FORMAT})")
+        raise UserError(f"checkpoint {path} is not a depthwidth checkpoint (format {CHECKPOINT_FORMAT})")
     payload["meta"] = json.loads(payload["meta"])
     # RNG states must stay on the CPU as ByteTensors whatever map_location says.
     payload["rng"] = {k: v.cpu() for k, v in payload["rng"].items()}

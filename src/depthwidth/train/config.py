@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.data.dataset import check_fractions
 from depthwidth.data.tokenizers import parse_tokenizer_spec
 from depthwidth.shapes.checks import check_int
@@ -66,7 +67,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, str) or not self.corpus:
-            raise ValueError(f"corpus={self.corpus!r} must be a corpus name, a mixture 'a+b' or a path")
+            raise UserError(f"corpus={self.corpus!r} must be a corpus name, a mixture 'a+b' or a path")
         parse_tokenizer_spec(self.tokenizer)
         check_fractions(self.val_fraction, self.test_fraction)
         for name in ("seq_len", "batch_size", "eval_windows"):
@@ -74,9 +75,9 @@ class TrainConfig:
         if self.micro_batch is not None:
             check_int("micro_batch", self.micro_batch)
             if self.batch_size % self.micro_batch:
-                raise ValueError(f"micro_batch={self.micro_batch} must divide batch_size={self.batch_size}")
+                raise UserError(f"micro_batch={self.micro_batch} must divide batch_size={self.batch_size}")
         if (self.steps is None) == (self.tokens is None):
-            raise ValueError(f"steps={self.steps!r}, tokens={self.tokens!r}: give exactly one of steps and tokens")
+            raise UserError(f"steps={self.steps!r}, tokens={self.tokens!r}: give exactly one of steps and tokens")
         if self.steps is not None:
             check_int("steps", self.steps)
         if self.tokens is not None:
@@ -85,31 +86,31 @@ class TrainConfig:
             _number(name, getattr(self, name), low=0.0, low_open=True)
         for name in ("beta1", "beta2"):
             if not getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be in (0, 1)")
+                raise UserError(f"{name}={getattr(self, name)!r} must be in (0, 1)")
         if self.min_lr is not None:
             _number("min_lr", self.min_lr, low=0.0)
             if self.min_lr > self.lr:
-                raise ValueError(f"min_lr={self.min_lr!r} must not exceed lr={self.lr!r}")
+                raise UserError(f"min_lr={self.min_lr!r} must not exceed lr={self.lr!r}")
         for name in ("weight_decay", "grad_clip"):
             _number(name, getattr(self, name), low=0.0)
         _number("dropout", self.dropout, low=0.0)
         if not self.dropout < 1:
-            raise ValueError(f"dropout={self.dropout!r} must be in [0, 1)")
+            raise UserError(f"dropout={self.dropout!r} must be in [0, 1)")
         for name in ("warmup", "eval_every", "checkpoint_every"):
             check_int(name, getattr(self, name), 0)
         if self.warmup >= self.total_steps and self.warmup:
-            raise ValueError(f"warmup={self.warmup} must be fewer than the {self.total_steps} training steps")
+            raise UserError(f"warmup={self.warmup} must be fewer than the {self.total_steps} training steps")
         for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("device", DEVICES),
                               ("attn_impl", ATTN_IMPLS)):
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not allowed; expected one of {', '.join(allowed)}")
+                raise UserError(f"{name}={getattr(self, name)!r} is not allowed; expected one of {', '.join(allowed)}")
         if not isinstance(self.decay_embeddings, bool):
-            raise ValueError(f"decay_embeddings={self.decay_embeddings!r} must be true or false")
+            raise UserError(f"decay_embeddings={self.decay_embeddings!r} must be true or false")
         if self.threads is not None:
             check_int("threads", self.threads)
         check_int("seed", self.seed, 0)
         if self.seed >= 1 << 63:
-            raise ValueError(f"seed={self.seed} must be below 2**63")
+            raise UserError(f"seed={self.seed} must be below 2**63")
         if self.peak_flops is not None:
             _number("peak_flops", self.peak_flops, low=0.0, low_open=True)
 
@@ -145,7 +146,7 @@ class TrainConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown train config field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise UserError(f"unknown train config field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         return cls(**data)
 
     def with_(self, **changes: Any) -> TrainConfig:
@@ -184,4 +185,4 @@ def _number(name: str, value: Any, *, low: float, low_open: bool = False) -> Non
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
     ok = ok and (value > low if low_open else value >= low)
     if not ok:
-        raise ValueError(f"{name}={value!r} must be a finite number {'>' if low_open else '>='} {low:g}")
+        raise UserError(f"{name}={value!r} must be a finite number {'>' if low_open else '>='} {low:g}")

@@ -24,6 +24,7 @@ from typing import Callable
 
 import torch
 
+from depthwidth.errors import UserError
 from depthwidth.data.batches import BatchStream, gather_windows
 from depthwidth.data.dataset import Dataset, load_dataset, resolve_cache_dir
 from depthwidth.data.probes import parse_probe_spec, probe_test_set
@@ -47,25 +48,25 @@ def resolve_device(config: TrainConfig) -> torch.device:
     if config.device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if config.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but no CUDA device is available; use device='cpu' or 'auto'")
+        raise UserError("device='cuda' but no CUDA device is available; use device='cpu' or 'auto'")
     return torch.device(config.device)
 
 
 def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device: torch.device) -> None:
     if config.dtype == "fp16":
         if device.type == "cpu":
-            raise ValueError("dtype='fp16' is refused on CPU (about 1 GFLOP/s there); use dtype='bf16' or 'fp32'")
-        raise ValueError("dtype='fp16' needs loss scaling, which this trainer does not do; use dtype='bf16'")
+            raise UserError("dtype='fp16' is refused on CPU (about 1 GFLOP/s there); use dtype='bf16' or 'fp32'")
+        raise UserError("dtype='fp16' needs loss scaling, which this trainer does not do; use dtype='bf16'")
     if config.seq_len > shape.max_seq_len:
-        raise ValueError(
+        raise UserError(
             f"seq_len={config.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len} "
             f"({'learned position table' if shape.pos == 'learned' else 'position limit'}); "
             "raise max_seq_len or lower seq_len"
         )
     if not shape.lm_head or shape.kind != "decoder":
-        raise ValueError(f"kind={shape.kind!r}, lm_head={shape.lm_head}: training needs a decoder with an LM head")
+        raise UserError(f"kind={shape.kind!r}, lm_head={shape.lm_head}: training needs a decoder with an LM head")
     if shape.vocab_size < dataset.vocab_size:
-        raise ValueError(
+        raise UserError(
             f"vocab_size={shape.vocab_size} of the shape is smaller than tokenizer {dataset.tokenizer.spec!r}'s "
             f"vocabulary of {dataset.vocab_size}"
         )
@@ -73,7 +74,7 @@ def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device
         mine = {"corpus": dataset.corpus_spec, "tokenizer": dataset.tokenizer.spec,
                 "val_fraction": dataset.val_fraction, "test_fraction": dataset.test_fraction}[name]
         if mine != getattr(config, name):
-            raise ValueError(f"the dataset given has {name}={mine!r} but the config says {getattr(config, name)!r}")
+            raise UserError(f"the dataset given has {name}={mine!r} but the config says {getattr(config, name)!r}")
 
 
 def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:

@@ -14,6 +14,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
+from depthwidth.errors import UserError
 from depthwidth.data.probes import ProbeExample
 
 
@@ -36,7 +37,7 @@ def probe_accuracy(
     max_len = model.shape.max_seq_len
     too_long = [e for e in encoded if len(e[1]) > max_len]
     if too_long:
-        raise ValueError(f"probe example of {len(too_long[0][1])} tokens exceeds max_seq_len={max_len}; "
+        raise UserError(f"probe example of {len(too_long[0][1])} tokens exceeds max_seq_len={max_len}; "
                          "use a longer context or easier difficulties")
     correct: dict[tuple[str, int], int] = defaultdict(int)
     total: dict[tuple[str, int], int] = defaultdict(int)

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from depthwidth.errors import UserError
 from depthwidth import __version__
 from depthwidth.data.dataset import Dataset
 from depthwidth.shapes.shape import Shape
@@ -31,7 +32,7 @@ def _check_same(run_dir: Path, *, what: str, shape: Shape, config: TrainConfig, 
         stored_config, config.to_dict(), ignore=NON_NUMERIC_FIELDS
     )
     if diffs:
-        raise ValueError(f"{run_dir} holds {what} of a different run ({'; '.join(diffs[:4])}); "
+        raise UserError(f"{run_dir} holds {what} of a different run ({'; '.join(diffs[:4])}); "
                          "use the same settings or another folder")
 
 
@@ -42,13 +43,13 @@ def stored_result(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: 
     if not path.is_file():
         return None
     if not resume:
-        raise ValueError(f"{run_dir} already holds a finished run ({ckpt.RESULT}); "
+        raise UserError(f"{run_dir} already holds a finished run ({ckpt.RESULT}); "
                          "resume it to read its result, or choose another folder")
     data = ckpt.read_json(path)
     _check_same(run_dir, what="the result", shape=shape, config=config, stored_shape=data.get("shape", {}),
                 stored_config=data.get("config", {}))
     if data.get("dataset_hash") != dataset.dataset_hash:
-        raise ValueError(f"{run_dir} holds the result of a run on different data "
+        raise UserError(f"{run_dir} holds the result of a run on different data "
                          f"(dataset hash {str(data.get('dataset_hash'))[:12]}, now {dataset.dataset_hash[:12]})")
     return TrainResult.from_dict(data)
 
@@ -58,9 +59,9 @@ def check_resumable(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset
     """The checkpoint payload to resume from, or None to start from step 0."""
     started = (run_dir / ckpt.CHECKPOINT).is_file() or (run_dir / ckpt.RUN).is_file()
     if started and not resume:
-        raise ValueError(f"{run_dir} already holds a started run; resume it (--resume) or choose another folder")
+        raise UserError(f"{run_dir} already holds a started run; resume it (--resume) or choose another folder")
     if run_dir.exists() and not run_dir.is_dir():
-        raise ValueError(f"out_dir {run_dir} is a file, not a folder")
+        raise UserError(f"out_dir {run_dir} is a file, not a folder")
     path = run_dir / ckpt.CHECKPOINT
     if not resume or not path.is_file():
         return None
@@ -69,7 +70,7 @@ def check_resumable(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset
     _check_same(run_dir, what="a checkpoint", shape=shape, config=config, stored_shape=meta["shape"],
                 stored_config=meta["config"])
     if meta["dataset_hash"] != dataset.dataset_hash:
-        raise ValueError(f"{run_dir} holds a checkpoint trained on different data "
+        raise UserError(f"{run_dir} holds a checkpoint trained on different data "
                          f"(dataset hash {meta['dataset_hash'][:12]}, now {dataset.dataset_hash[:12]})")
     return payload
 

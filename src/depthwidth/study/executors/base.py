@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from depthwidth.errors import UserError
 from depthwidth.study.jobs import Job, JobProgress, Outcome, execute
 
 #: What runs a job: `execute` in production; tests may pass a stand-in with the same signature.
@@ -51,7 +52,7 @@ def make_executor(name: str, *, address: str | None = None, study_dir: str | Non
 
         return RayExecutor(address=address, study_dir=study_dir, cpus_per_run=cpus_per_run,
                            gpus_per_run=gpus_per_run, job_fn=job_fn)
-    raise ValueError(f"executor={name!r} is not known; expected one of {', '.join(EXECUTORS)}")
+    raise UserError(f"executor={name!r} is not known; expected one of {', '.join(EXECUTORS)}")
 
 
 __all__ = ["EXECUTORS", "Executor", "JobFunction", "make_executor"]

@@ -18,6 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from depthwidth.errors import UserError
 from depthwidth.study.executors.base import JobFunction
 from depthwidth.study.jobs import Job, Outcome, execute, worker_name
 
@@ -30,7 +31,7 @@ def import_ray():
     try:
         import ray
     except ImportError:
-        raise ValueError("the ray executor needs the ray extra: pip install 'depthwidth[ray]' "
+        raise UserError("the ray executor needs the ray extra: pip install 'depthwidth[ray]' "
                          "(or use --executor local)") from None
     return ray
 
@@ -84,7 +85,7 @@ class RayExecutor:
         for key, wanted in (("CPU", self.cpus_per_run), ("GPU", self.gpus_per_run)):
             if wanted and resources.get(key, 0) < wanted:
                 self.close()
-                raise ValueError(f"each run asks for {wanted:g} {key}s but the Ray cluster has "
+                raise UserError(f"each run asks for {wanted:g} {key}s but the Ray cluster has "
                                  f"{resources.get(key, 0):g}; lower execution.{key.lower()}s_per_run")
         fits = [resources.get(k, 0) / w for k, w in (("CPU", self.cpus_per_run), ("GPU", self.gpus_per_run)) if w]
         self.capacity = max(1, int(min(fits))) if fits else 1
