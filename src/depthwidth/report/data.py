@@ -44,7 +44,7 @@ def load_study(study_dir: str | os.PathLike) -> StudyData:
     for run in runs:
         shapes.setdefault((run.group, run.shape_label), Shape.from_dict(run.config["shape"]))
 
-    seq_len = (spec.get("data") or {}).get("seq_len") or 0
+    seq_len = spec.data.seq_len
     shape_results = []
     for choice, row in zip(summary.choices, summary.rows):
         shape = shapes[(choice.group, choice.shape_label)]
@@ -54,7 +54,7 @@ def load_study(study_dir: str | os.PathLike) -> StudyData:
     protocol = _protocol(spec, runs, results, summary)
     notes = tuple(summary.warnings)
     bench_hw = next((b.get("hardware") for b in bench.values() if b.get("hardware")), None)
-    return StudyData(name=name, description=spec.get("description", ""), folder=str(folder), spec=spec,
+    return StudyData(name=name, description=spec.description, folder=str(folder), spec=spec.to_dict(),
                      spec_text=spec_text, protocol=protocol, results=tuple(shape_results), runs=run_rows,
                      notes=notes, bench_hardware=bench_hw)
 

@@ -209,9 +209,12 @@ class Store:
     def name(self) -> str:
         return self._meta("name") or ""
 
-    def spec(self) -> dict:
-        """The spec (as validated, a dict) most recently run in this folder."""
-        return json.loads(self._meta("spec") or "{}")
+    def spec(self):
+        """The typed `StudySpec` most recently run in this folder, parsed again from its stored TOML text
+        (so it is checked by the same rules as a spec file; an error names the folder)."""
+        from depthwidth.study.spec import parse_spec
+
+        return parse_spec(self.spec_text(), source=f"{self.dir / STORE_FILE} (stored spec of {self._meta('spec_source')})")
 
     def spec_text(self) -> str:
         return self._meta("spec_text") or ""
