@@ -22,7 +22,6 @@ import hashlib
 import importlib.resources
 import importlib.util
 import os
-import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,8 +241,3 @@ def load_corpus(spec: str | os.PathLike) -> Corpus:
             raise UserError(f"corpus={text!r} names a slice twice ({', '.join(names)})")
         slices = tuple(found)
     return Corpus(spec=text, slices=slices, sha256=corpus_hash(slices), skipped=skipped)
-
-
-def python_version_tag() -> str:
-    """The interpreter whose standard library `python-code` reads (it changes that corpus)."""
-    return f"{sys.implementation.name}-{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 
 import numpy as np
@@ -169,7 +168,3 @@ def tokenizer_from_state(state: dict) -> Tokenizer:
     if kind == "char":
         return CharTokenizer(state["chars"])
     return BPETokenizer(state["json"], requested=n)
-
-
-def tokenizer_state_json(tok: Tokenizer) -> str:
-    return json.dumps(tok.state(), ensure_ascii=False)

@@ -249,10 +249,6 @@ ALIASES: Mapping[str, str] = MappingProxyType({
 })
 
 
-def hardware_names() -> tuple[str, ...]:
-    return tuple(HARDWARE)
-
-
 def get_hardware(name: str) -> HardwareSpec:
     """The row called `name` (case, spaces and '_' versus '-' do not matter; aliases such as
     'h100' and 'a100' work). Raises ValueError listing every known name otherwise."""
@@ -269,4 +265,4 @@ def get_hardware(name: str) -> HardwareSpec:
     raise UserError(f"unknown hardware {name!r}{hint} (known: {', '.join(HARDWARE)})")
 
 
-__all__ = ["DTYPES", "DTYPE_BYTES", "HARDWARE", "HardwareSpec", "dtype_bytes", "get_hardware", "hardware_names"]
+__all__ = ["DTYPES", "DTYPE_BYTES", "HARDWARE", "HardwareSpec", "dtype_bytes", "get_hardware"]

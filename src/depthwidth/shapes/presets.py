@@ -234,10 +234,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in _ROWS}
 assert len(PRESETS) == len(_ROWS), "duplicate preset name"
 
 
-def preset_names() -> tuple[str, ...]:
-    return tuple(PRESETS)
-
-
 def get_preset(name: str) -> Preset:
     """The preset called `name` (case and '_' versus '-' do not matter).
 
@@ -253,4 +249,4 @@ def get_preset(name: str) -> Preset:
     raise UserError(f"unknown preset {name!r}{hint} (known presets: {', '.join(PRESETS)})")
 
 
-__all__ = ["PRESETS", "Preset", "get_preset", "preset_names"]
+__all__ = ["PRESETS", "Preset", "get_preset"]
