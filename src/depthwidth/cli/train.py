@@ -14,23 +14,21 @@ gives one, the position table is --seq-len long. Exit status: 0 completed, 1 div
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import re
 import sys
+import typing
 
 from depthwidth.cli import print_json
+from depthwidth.cli.common import add_shape_args, one_line_errors, shape_from_args
 from depthwidth.errors import UserError
-from depthwidth.cli.common import (
-    add_shape_args,
-    fraction,
-    nonneg_float,
-    nonneg_int,
-    one_line_errors,
-    positive_float,
-    positive_int,
-    shape_from_args,
-)
+from depthwidth.train.config import TrainConfig
 
 HELP = "train a shape with the fair, resumable protocol and measure loss, speed, MFU and memory"
+#: help sections of the derived flags, by the `group` of each TrainConfig field
+GROUPS = {"data": "data", "budget": "budget (one of)", "optimizer": "optimizer and schedule",
+          "execution": "execution", "measurement": "measurement and bookkeeping"}
 
 
 def add_parser(subparsers) -> None:
@@ -38,74 +36,79 @@ def add_parser(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     one_line_errors(p)
     add_shape_args(p)
-    d = p.add_argument_group("data")
-    src = d.add_mutually_exclusive_group()
-    src.add_argument("--data", metavar="PATH", help="a UTF-8 text file or a folder of them")
-    src.add_argument("--corpus", metavar="NAME",
-                     help="shakespeare (default), python-docs, python-code, or a mixture like python-docs+python-code")
-    src.add_argument("--probe", metavar="NAME",
-                     help="a synthetic probe task: multihop, recall, facts, addition, parity, or a full spec "
-                          "probe:NAME[:TRAIN[:TEST]][@N]; accuracy is reported per difficulty")
-    d.add_argument("--tokenizer", default="byte", metavar="KIND", help="byte (default), char, or bpe:N")
-    d.add_argument("--val-fraction", type=fraction, default=0.1, help="held-out tail of each slice (default 0.1)")
-    d.add_argument("--test-fraction", type=fraction, default=0.0, help="test tail after validation (default 0)")
-    d.add_argument("--seq-len", type=positive_int, default=128, metavar="T", help="context length (default 128)")
-    d.add_argument("--batch-size", type=positive_int, default=32, metavar="B", help="sequences per step (default 32)")
-    d.add_argument("--micro-batch", type=positive_int, metavar="M", help="sequences per forward (accumulation)")
-    d.add_argument("--cache-dir", metavar="DIR", help="token cache (default $DEPTHWIDTH_CACHE or ~/.cache/depthwidth)")
-    b = p.add_argument_group("budget and optimizer")
-    budget = b.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=positive_int, metavar="N", help="optimizer steps")
-    budget.add_argument("--tokens", type=positive_int, metavar="N", help="training tokens (rounded up to whole steps)")
-    b.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate (default 1e-3)")
-    b.add_argument("--min-lr", type=nonneg_float, help="final learning rate (default lr/10)")
-    b.add_argument("--warmup", type=nonneg_int, default=0, metavar="STEPS", help="linear warmup steps (default 0)")
-    b.add_argument("--schedule", choices=("cosine", "linear", "constant"), default="cosine", help="decay (default cosine)")
-    b.add_argument("--beta1", type=positive_float, default=0.9, help="AdamW beta1 (default 0.9)")
-    b.add_argument("--beta2", type=positive_float, default=0.95, help="AdamW beta2 (default 0.95)")
-    b.add_argument("--weight-decay", type=nonneg_float, default=0.1, help="on matrices (default 0.1)")
-    b.add_argument("--decay-embeddings", action="store_true", help="also decay the embedding tables")
-    b.add_argument("--grad-clip", type=nonneg_float, default=1.0, help="max gradient norm, 0 = off (default 1.0)")
-    b.add_argument("--dropout", type=nonneg_float, default=0.0, help="dropout (default 0)")
-    x = p.add_argument_group("execution and measurement")
-    x.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
-                   help="fp32 or bf16 autocast (default fp32); fp16 is refused on CPU")
-    x.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: cuda if available")
-    x.add_argument("--threads", type=positive_int, help="CPU threads (default: torch's current setting)")
-    x.add_argument("--attn-impl", choices=("sdpa", "eager"), default="sdpa", help="attention kernel (default sdpa)")
-    x.add_argument("--seed", type=nonneg_int, default=0, help="initialisation, dropout and batch order (default 0)")
-    x.add_argument("--eval-every", type=nonneg_int, default=0, metavar="N", help="validation every N steps (0: end)")
-    x.add_argument("--eval-windows", type=positive_int, default=64, metavar="N", help="windows per slice (default 64)")
-    x.add_argument("--peak-flops", type=positive_float, metavar="F", help="MFU denominator, FLOP/s (default: measured)")
+    groups = {name: p.add_argument_group(title) for name, title in GROUPS.items()}
+    source = groups["data"].add_mutually_exclusive_group()
+    source.add_argument("--data", metavar="PATH", help="a UTF-8 text file or a folder of them (sets corpus)")
+    source.add_argument("--probe", metavar="NAME",
+                        help="a synthetic probe task: multihop, recall, facts, addition, parity, or a full spec "
+                             "probe:NAME[:TRAIN[:TEST]][@N]; accuracy is reported per difficulty")
+    budget = groups["budget"].add_mutually_exclusive_group()
+    add_config_flags(groups, into={"corpus": source, "steps": budget, "tokens": budget})
     r = p.add_argument_group("run folder")
     r.add_argument("--out", metavar="DIR", help="write run.json, checkpoint.pt and result.json here")
-    r.add_argument("--checkpoint-every", type=nonneg_int, default=0, metavar="N",
-                   help="checkpoint every N steps (default: only at the end)")
     r.add_argument("--resume", action="store_true", help="continue the run in --out (or return its result)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object (no progress bar)")
     p.set_defaults(run=run)
 
 
-def config_from_args(args: argparse.Namespace):
-    from depthwidth.train import TrainConfig
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
-    if args.steps is None and args.tokens is None:
+
+def add_config_flags(groups: dict, *, into: dict | None = None) -> None:
+    """One flag per `TrainConfig` field, named after it (`batch_size` -> `--batch-size`), with its doc,
+    default, choices and group read from the field: a new field gets its flag with no edit here. A flag
+    not given leaves the dataclass default; values are checked by `TrainConfig` itself."""
+    hints = typing.get_type_hints(TrainConfig)
+    for f in dataclasses.fields(TrainConfig):
+        meta = f.metadata
+        kind = next(t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not type(None))
+        default = "" if f.default is None or kind is bool else f" (default {f.default:g})" \
+            if kind is float else f" (default {f.default})"
+        kwargs: dict = {"dest": f.name, "default": argparse.SUPPRESS, "help": meta["doc"] + default}
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _parse_as(kind, f.name)
+            kwargs["metavar"] = meta.get("metavar") or ({int: "N", float: "X"}.get(kind) if not meta.get("choices")
+                                                     else None)
+            if meta.get("choices"):
+                kwargs["choices"] = meta["choices"]
+        (into or {}).get(f.name, groups[meta["group"]]).add_argument(flag(f.name), **kwargs)
+
+
+def _parse_as(kind: type, name: str):
+    what = {int: "an integer", float: "a number", str: "a string"}[kind]
+
+    def parse(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+    parse.__name__ = what  # argparse names the type in its own messages
+    return parse
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The `TrainConfig` of the given flags (every field a flag; --data and --probe set `corpus`).
+    A rejected value is a UserError naming the flag."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(args, f.name)}
+    if "steps" not in values and "tokens" not in values:
         raise UserError("no budget: give --steps N or --tokens N")
-    corpus = os.path.abspath(args.data) if args.data else (args.corpus or "shakespeare")
-    if args.probe:
-        corpus = args.probe if args.probe.startswith("probe:") else f"probe:{args.probe}"
-    if args.data and not os.path.exists(args.data):
-        raise FileNotFoundError(f"--data {args.data}: no such file or folder")
-    return TrainConfig(
-        corpus=corpus, tokenizer=args.tokenizer, val_fraction=args.val_fraction, test_fraction=args.test_fraction,
-        seq_len=args.seq_len, batch_size=args.batch_size, micro_batch=args.micro_batch, cache_dir=args.cache_dir,
-        steps=args.steps, tokens=args.tokens, lr=args.lr, min_lr=args.min_lr, warmup=args.warmup,
-        schedule=args.schedule, beta1=args.beta1, beta2=args.beta2, weight_decay=args.weight_decay,
-        decay_embeddings=args.decay_embeddings, grad_clip=args.grad_clip, dtype=args.dtype, device=args.device,
-        threads=args.threads, attn_impl=args.attn_impl, dropout=args.dropout, seed=args.seed,
-        eval_every=args.eval_every, eval_windows=args.eval_windows, checkpoint_every=args.checkpoint_every,
-        peak_flops=args.peak_flops,
-    )
+    if getattr(args, "data", None):
+        if not os.path.exists(args.data):
+            raise FileNotFoundError(f"--data {args.data}: no such file or folder")
+        values["corpus"] = os.path.abspath(args.data)
+    if getattr(args, "probe", None):
+        values["corpus"] = args.probe if args.probe.startswith("probe:") else f"probe:{args.probe}"
+    try:
+        return TrainConfig(**values)
+    except UserError as exc:
+        name = re.match(r"(\w+)=", str(exc))
+        if name and name.group(1) in values:
+            raise UserError(f"{flag(name.group(1))}: {exc}") from None
+        raise
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,55 +1,45 @@
-"""Corpora, tokenizers, cached token arrays and model-independent batches."""
+"""Corpora, tokenizers, cached token arrays and model-independent batches.
 
-from depthwidth.data.batches import (
-    BatchStream,
-    EvalSlice,
-    StreamHasher,
-    batch_positions,
-    eval_positions,
-    gather_windows,
-)
-from depthwidth.data.corpora import NAMED_CORPORA, Corpus, CorpusSlice, Document, load_corpus
-from depthwidth.data.dataset import (
-    SPLIT_RULE,
-    Dataset,
-    SliceInfo,
-    default_cache_dir,
-    load_dataset,
-    split_text,
-)
-from depthwidth.data.tokenizers import (
-    TOKENIZER_KINDS,
-    UNK_ID,
-    BPETokenizer,
-    ByteTokenizer,
-    CharTokenizer,
-    parse_tokenizer_spec,
-    train_tokenizer,
-)
+Names are imported on first use (PEP 562), so importing one submodule, such as the
+configuration, does not import the whole package (torch included)."""
 
-__all__ = [
-    "BPETokenizer",
-    "BatchStream",
-    "ByteTokenizer",
-    "CharTokenizer",
-    "Corpus",
-    "CorpusSlice",
-    "Dataset",
-    "Document",
-    "EvalSlice",
-    "NAMED_CORPORA",
-    "SPLIT_RULE",
-    "SliceInfo",
-    "StreamHasher",
-    "TOKENIZER_KINDS",
-    "UNK_ID",
-    "batch_positions",
-    "default_cache_dir",
-    "eval_positions",
-    "gather_windows",
-    "load_corpus",
-    "load_dataset",
-    "parse_tokenizer_spec",
-    "split_text",
-    "train_tokenizer",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "BPETokenizer": "depthwidth.data.tokenizers",
+    "BatchStream": "depthwidth.data.batches",
+    "ByteTokenizer": "depthwidth.data.tokenizers",
+    "CharTokenizer": "depthwidth.data.tokenizers",
+    "Corpus": "depthwidth.data.corpora",
+    "CorpusSlice": "depthwidth.data.corpora",
+    "Dataset": "depthwidth.data.dataset",
+    "Document": "depthwidth.data.corpora",
+    "EvalSlice": "depthwidth.data.batches",
+    "NAMED_CORPORA": "depthwidth.data.corpora",
+    "SPLIT_RULE": "depthwidth.data.dataset",
+    "SliceInfo": "depthwidth.data.dataset",
+    "StreamHasher": "depthwidth.data.batches",
+    "TOKENIZER_KINDS": "depthwidth.data.specs",
+    "UNK_ID": "depthwidth.data.tokenizers",
+    "batch_positions": "depthwidth.data.batches",
+    "default_cache_dir": "depthwidth.data.dataset",
+    "eval_positions": "depthwidth.data.batches",
+    "gather_windows": "depthwidth.data.batches",
+    "load_corpus": "depthwidth.data.corpora",
+    "load_dataset": "depthwidth.data.dataset",
+    "parse_tokenizer_spec": "depthwidth.data.specs",
+    "split_text": "depthwidth.data.dataset",
+    "train_tokenizer": "depthwidth.data.tokenizers",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = sorted(_EXPORTS)

@@ -26,17 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
-from depthwidth.errors import UserError
 from depthwidth.data.corpora import Corpus, load_corpus
+from depthwidth.data.specs import check_fractions, parse_tokenizer_spec
 from depthwidth.data.tokenizers import (
     UNK_ID,
     CharTokenizer,
     Tokenizer,
-    parse_tokenizer_spec,
     token_dtype,
     tokenizer_from_state,
     train_tokenizer,
 )
+from depthwidth.errors import UserError
 
 CACHE_FORMAT = "depthwidth-tokens-v1"
 SPLITS = ("train", "val", "test")
@@ -124,19 +124,6 @@ class Dataset:
             "slices": [s.to_dict() for s in self.slices],
             "unknown_tokens": dict(self.unknown_tokens),
         }
-
-
-def check_fractions(val_fraction: float, test_fraction: float) -> None:
-    for name, value in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            raise UserError(f"{name}={value!r} must be a number in [0, 1)")
-    if val_fraction <= 0:
-        raise UserError(f"val_fraction={val_fraction!r} must be > 0 (validation loss is the measurement)")
-    if val_fraction + test_fraction >= 0.5:
-        raise UserError(
-            f"val_fraction + test_fraction = {val_fraction + test_fraction:g} must be below 0.5 "
-            "(most of the corpus is training text)"
-        )
 
 
 def split_text(text: str, *, val_fraction: float, test_fraction: float) -> tuple[str, str, str]:

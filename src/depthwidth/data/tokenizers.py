@@ -17,27 +17,12 @@ import re
 
 import numpy as np
 
+from depthwidth.data.specs import parse_tokenizer_spec
 from depthwidth.errors import UserError
 
-TOKENIZER_KINDS = ("byte", "char", "bpe:N")
 UNK_ID = 0
-BPE_MIN_VOCAB = 257  # the 256 byte symbols plus at least one merge
-MAX_VOCAB = 1 << 24
 #: BPE encodes in chunks of about this many characters, cut at line ends (deterministic).
 _BPE_CHUNK_CHARS = 1 << 12
-
-
-def parse_tokenizer_spec(spec: str) -> tuple[str, int | None]:
-    """'byte' -> ('byte', None), 'char' -> ('char', None), 'bpe:8000' -> ('bpe', 8000)."""
-    if spec in ("byte", "char"):
-        return spec, None
-    match = re.fullmatch(r"bpe:(\d+)", spec or "")
-    if match:
-        n = int(match.group(1))
-        if not BPE_MIN_VOCAB <= n <= MAX_VOCAB:
-            raise UserError(f"tokenizer={spec!r}: the BPE vocabulary must be in [{BPE_MIN_VOCAB}, {MAX_VOCAB}]")
-        return "bpe", n
-    raise UserError(f"tokenizer={spec!r} is not known; expected one of byte, char, bpe:N (e.g. bpe:4096)")
 
 
 def token_dtype(vocab_size: int) -> np.dtype:

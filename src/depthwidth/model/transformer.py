@@ -18,9 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from depthwidth.model.cache import KVCache
+from depthwidth.model.kernels import ATTN_IMPLS
 from depthwidth.shapes.shape import Shape
-
-ATTN_IMPLS = ("sdpa", "eager")
 
 
 def make_norm(shape: Shape) -> nn.Module:

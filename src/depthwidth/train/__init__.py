@@ -1,27 +1,38 @@
-"""The fair, reproducible, resumable trainer: `train(shape, TrainConfig(...)) -> TrainResult`."""
+"""The fair, reproducible, resumable trainer: `train(shape, TrainConfig(...)) -> TrainResult`.
 
-from depthwidth.train.config import SCHEDULES, TrainConfig, lr_at
-from depthwidth.train.evaluate import EvalOutcome, evaluate, position_buckets
-from depthwidth.train.loop import make_optimizer, param_groups, resolve_device, train
-from depthwidth.train.measure import PeakFlops, SavedTensorMeter, measure_gemm_flops, peak_flops
-from depthwidth.train.result import STATUSES, TrainProgress, TrainResult
+Names are imported on first use (PEP 562), so importing one submodule, such as the
+configuration, does not import the whole package (torch included)."""
 
-__all__ = [
-    "EvalOutcome",
-    "PeakFlops",
-    "SCHEDULES",
-    "STATUSES",
-    "SavedTensorMeter",
-    "TrainConfig",
-    "TrainProgress",
-    "TrainResult",
-    "evaluate",
-    "lr_at",
-    "make_optimizer",
-    "measure_gemm_flops",
-    "param_groups",
-    "peak_flops",
-    "position_buckets",
-    "resolve_device",
-    "train",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "EvalOutcome": "depthwidth.train.evaluate",
+    "PeakFlops": "depthwidth.train.measure",
+    "SCHEDULES": "depthwidth.train.config",
+    "STATUSES": "depthwidth.train.result",
+    "SavedTensorMeter": "depthwidth.train.measure",
+    "TrainConfig": "depthwidth.train.config",
+    "TrainProgress": "depthwidth.train.result",
+    "TrainResult": "depthwidth.train.result",
+    "evaluate": "depthwidth.train.evaluate",
+    "lr_at": "depthwidth.train.config",
+    "make_optimizer": "depthwidth.train.loop",
+    "measure_gemm_flops": "depthwidth.train.measure",
+    "param_groups": "depthwidth.train.loop",
+    "peak_flops": "depthwidth.train.measure",
+    "position_buckets": "depthwidth.train.evaluate",
+    "resolve_device": "depthwidth.train.loop",
+    "train": "depthwidth.train.loop",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = sorted(_EXPORTS)

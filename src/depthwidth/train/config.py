@@ -9,61 +9,79 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from depthwidth.errors import UserError
-from depthwidth.data.dataset import check_fractions
-from depthwidth.data.tokenizers import parse_tokenizer_spec
+from depthwidth.data.specs import check_fractions, parse_tokenizer_spec
+from depthwidth.model.kernels import ATTN_IMPLS
 from depthwidth.shapes.checks import check_int
 
 SCHEDULES = ("cosine", "linear", "constant")
 DTYPES = ("fp32", "bf16", "fp16")
 DEVICES = ("auto", "cpu", "cuda")
-ATTN_IMPLS = ("sdpa", "eager")
+
+
+def setting(default: Any, doc: str, *, group: str, metavar: str | None = None,
+            choices: tuple[str, ...] | None = None) -> Any:
+    """A `TrainConfig` field with its documentation: `doc` (one line, shown by `depthwidth train
+    --help` and the study spec docs), the help `group` it belongs to, and for strings the allowed
+    `choices` (imported from their owner). The CLI flags are derived from these fields."""
+    return field(default=default, metadata={"doc": doc, "group": group, "metavar": metavar, "choices": choices})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrainConfig:
     """One training protocol. Exactly one of `steps` and `tokens` sets the budget
-    (tokens are rounded up to whole steps of batch_size * seq_len tokens)."""
+    (tokens are rounded up to whole steps of batch_size * seq_len tokens). Each field's `doc` and
+    help group are in its metadata (`setting`): the `train` CLI and the study spec read them."""
 
     # data
-    corpus: str = "shakespeare"  # named corpus, 'a+b' mixture, or a path to a text file/folder
-    tokenizer: str = "byte"  # byte | char | bpe:N
-    val_fraction: float = 0.1
-    test_fraction: float = 0.0
-    seq_len: int = 128
-    batch_size: int = 32  # sequences per optimizer step
-    micro_batch: int | None = None  # sequences per forward/backward (default batch_size: no accumulation)
-    cache_dir: str | None = None  # default $DEPTHWIDTH_CACHE or ~/.cache/depthwidth
+    corpus: str = setting("shakespeare", "named corpus, a mixture 'a+b', or a path to a text file or folder",
+                          group="data", metavar="NAME")
+    tokenizer: str = setting("byte", "byte, char, or bpe:N", group="data", metavar="KIND")
+    val_fraction: float = setting(0.1, "held-out tail of each slice", group="data")
+    test_fraction: float = setting(0.0, "test tail after validation", group="data")
+    seq_len: int = setting(128, "context length", group="data", metavar="T")
+    batch_size: int = setting(32, "sequences per optimizer step", group="data", metavar="B")
+    micro_batch: int | None = setting(None, "sequences per forward/backward (default batch_size: no accumulation)",
+                                      group="data", metavar="M")
+    cache_dir: str | None = setting(None, "token cache folder (default $DEPTHWIDTH_CACHE or ~/.cache/depthwidth)",
+                                    group="data", metavar="DIR")
     # budget
-    steps: int | None = None
-    tokens: int | None = None
+    steps: int | None = setting(None, "optimizer steps (give steps or tokens)", group="budget", metavar="N")
+    tokens: int | None = setting(None, "training tokens, rounded up to whole steps (give steps or tokens)",
+                                 group="budget", metavar="N")
     # optimizer and schedule
-    lr: float = 1e-3
-    min_lr: float | None = None  # default lr / 10
-    warmup: int = 0  # linear warmup steps
-    schedule: str = "cosine"
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    weight_decay: float = 0.1
-    decay_embeddings: bool = False  # norms and biases are never decayed
-    grad_clip: float = 1.0  # 0 = no clipping (the norm is still recorded)
+    lr: float = setting(1e-3, "peak learning rate", group="optimizer")
+    min_lr: float | None = setting(None, "final learning rate (default lr/10)", group="optimizer")
+    warmup: int = setting(0, "linear warmup steps", group="optimizer", metavar="STEPS")
+    schedule: str = setting("cosine", "learning-rate decay after warmup", group="optimizer", choices=SCHEDULES)
+    beta1: float = setting(0.9, "AdamW beta1", group="optimizer")
+    beta2: float = setting(0.95, "AdamW beta2", group="optimizer")
+    eps: float = setting(1e-8, "AdamW epsilon", group="optimizer")
+    weight_decay: float = setting(0.1, "AdamW weight decay of the matrices", group="optimizer")
+    decay_embeddings: bool = setting(False, "also decay the embedding tables (norms and biases never are)",
+                                     group="optimizer")
+    grad_clip: float = setting(1.0, "max gradient norm, 0 = no clipping (the norm is still recorded)",
+                               group="optimizer")
+    dropout: float = setting(0.0, "dropout probability", group="optimizer")
     # numerics and execution
-    dtype: str = "fp32"  # fp32 | bf16 (autocast) | fp16 (CUDA only)
-    device: str = "auto"
-    threads: int | None = None  # CPU threads (default: torch's current setting, recorded)
-    attn_impl: str = "sdpa"
-    dropout: float = 0.0
-    seed: int = 0
+    dtype: str = setting("fp32", "fp32, or bf16 autocast; fp16 is CUDA only", group="execution", choices=DTYPES)
+    device: str = setting("auto", "auto: cuda if available, else cpu", group="execution", choices=DEVICES)
+    threads: int | None = setting(None, "CPU threads (default: torch's current setting, recorded)", group="execution")
+    attn_impl: str = setting("sdpa", "attention kernel", group="execution", choices=ATTN_IMPLS)
+    seed: int = setting(0, "initialisation, dropout and batch order", group="execution")
     # measurement and bookkeeping
-    eval_every: int = 0  # steps between intermediate validation points (0: only at the end)
-    eval_windows: int = 64  # fixed validation windows per slice
-    checkpoint_every: int = 0  # steps between checkpoints when out_dir is given (0: only at the end)
-    diverge_factor: float = 4.0  # loss > diverge_factor * ln(vocab) counts as diverged
-    peak_flops: float | None = None  # FLOP/s that MFU divides by (default: measured)
+    eval_every: int = setting(0, "steps between intermediate validation points (0: only at the end)",
+                              group="measurement", metavar="N")
+    eval_windows: int = setting(64, "fixed validation windows per slice", group="measurement", metavar="N")
+    checkpoint_every: int = setting(0, "steps between checkpoints of a run folder (0: only at the end)",
+                                    group="measurement", metavar="N")
+    diverge_factor: float = setting(4.0, "a loss above diverge_factor * ln(vocab) counts as diverged",
+                                    group="measurement")
+    peak_flops: float | None = setting(None, "FLOP/s that MFU divides by (default: measured)",
+                                       group="measurement", metavar="F")
 
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, str) or not self.corpus:
@@ -163,6 +181,10 @@ class TrainConfig:
 
 #: Fields that may differ between a run and its resumption.
 NON_NUMERIC_FIELDS = ("cache_dir", "checkpoint_every", "peak_flops")
+#: Fields set by whoever executes a run (a study's executor) rather than by what the run is: a study's
+#: run identity leaves them out. `threads` changes float summation order on CPU, so a run resumed on
+#: another thread count is still refused by the trainer.
+EXECUTION_FIELDS = (*NON_NUMERIC_FIELDS, "threads")
 
 
 def lr_at(config: TrainConfig, step: int) -> float:
