@@ -54,6 +54,7 @@ from dataclasses import dataclass
 
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
+from depthwidth.shapes.ops import FINAL_NORM, NORM1, NORM2
 from depthwidth.shapes.shape import Shape
 
 #: Bytes per element, by dtype name. Sources: IEEE 754-2008 (fp32 binary32, fp16 binary16);
@@ -165,7 +166,8 @@ class ActivationTerm:
 
 
 def _norm(shape: Shape, setup: ActivationSetup, name: str, *, input_shared: bool) -> list[tuple[str, int, str]]:
-    """(name, bytes, saved_by) of one norm; `input_shared`: another norm saves the same input."""
+    """(name, bytes, saved_by) of one norm, named `<op name>.<tensor>` after the norm's op in
+    `depthwidth.shapes.ops`; `input_shared`: another norm saves the same input."""
     n, d, r = setup.tokens, shape.d_model, setup.r
     if shape.norm == "layernorm":  # native_layer_norm: input, mean, rstd
         stats = FP32 if setup.device == "cuda" else r
@@ -201,7 +203,7 @@ def layer_activation_terms(shape: Shape, setup: ActivationSetup) -> tuple[Activa
     def par(name: str, nbytes: int, saved_by: str, selective: bool = False) -> None:  # already per tp rank
         terms.append(ActivationTerm(name=name, bytes=nbytes, saved_by=saved_by, selective=selective))
 
-    seq(_norm(shape, setup, "norm1", input_shared=False))
+    seq(_norm(shape, setup, NORM1, input_shared=False))
     seq([("attn.qkv_input", n * c * d, "linear (qkv)")])
     cpu_math = setup.attn_impl == "fused" and setup.dropout and setup.device == "cpu"
     if setup.attn_impl == "eager" or cpu_math:
@@ -226,7 +228,7 @@ def layer_activation_terms(shape: Shape, setup: ActivationSetup) -> tuple[Activa
         par("attn.out", n * c * q, "scaled_dot_product_attention + linear (out)")
     if setup.dropout:
         seq([("attn.resid_dropout_mask", n * setup.mask_bytes(c) * d, "dropout")])
-    seq(_norm(shape, setup, "norm2", input_shared=shape.parallel_residual))
+    seq(_norm(shape, setup, NORM2, input_shared=shape.parallel_residual))
     if shape.ffn == "swiglu" and setup.autocast:  # gate and up each make their own copy
         seq([("mlp.input", n * 2 * c * d, "linear (gate, up: two autocast copies)")])
     else:
@@ -299,7 +301,7 @@ def outside_activation_terms(shape: Shape, setup: ActivationSetup) -> tuple[Acti
     if setup.dropout:
         raw.append(("embed.dropout_mask", n * setup.mask_bytes(r) * d, "dropout"))
     if shape.final_norm:
-        raw += _norm(shape, setup, "final_norm", input_shared=False)
+        raw += _norm(shape, setup, FINAL_NORM, input_shared=False)
     if shape.lm_head:
         raw.append(("head.input", n * c * d, "linear (head)"))
     split = setup.tp if setup.sp else 1

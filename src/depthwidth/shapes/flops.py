@@ -27,6 +27,21 @@ from dataclasses import dataclass
 
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
+from depthwidth.shapes.ops import (
+    ATTN_OUT,
+    ATTN_SCORES,
+    ATTN_SOFTMAX,
+    ATTN_VALUES,
+    FINAL_NORM,
+    LM_HEAD,
+    MLP_ACT,
+    MLP_DOWN,
+    MLP_UP,
+    NORM1,
+    NORM2,
+    QKV,
+    check_op_name,
+)
 from depthwidth.shapes.shape import Shape
 
 ATTENTION_KINDS = ("causal", "full")
@@ -117,19 +132,18 @@ def flops(shape: Shape, *, seq_len: int, attention: str = "causal", recompute: s
     check_choice("recompute", recompute, RECOMPUTE_KINDS)
     if attention == "causal" and not shape.causal:
         attention = "full"  # an encoder attends to every position
-    ops = layer_ops(shape, batch=1, new_tokens=seq_len, attention=attention)
-    per_token = {op.name: op.flops * op.repeat / seq_len for op in ops}
-    mlp = sum(v for k, v in per_token.items() if k.startswith("mlp_") and k != "mlp_act")
+    inventory = layer_ops(shape, batch=1, new_tokens=seq_len, attention=attention)
+    per_token = {op.name: op.flops * op.repeat / seq_len for op in inventory}
     return FlopBreakdown(
         seq_len=seq_len,
         attention=attention,
         recompute=recompute,
-        qkv=per_token["qkv"],
-        attention_scores=per_token["attn_scores"],
-        attention_values=per_token["attn_values"],
-        attention_out=per_token["attn_out"],
-        mlp=mlp,
-        lm_head=per_token.get("lm_head", 0.0),
+        qkv=per_token[QKV],
+        attention_scores=per_token[ATTN_SCORES],
+        attention_values=per_token[ATTN_VALUES],
+        attention_out=per_token[ATTN_OUT],
+        mlp=per_token[MLP_UP] + per_token[MLP_DOWN],
+        lm_head=per_token[LM_HEAD] if shape.lm_head else 0.0,
     )
 
 
@@ -140,7 +154,8 @@ class Op:
     `flops` counts 2 per multiply-add (0 for element-wise ops, which are memory-bound);
     `weight_elems` are parameters read; `read_elems`/`write_elems` activations read and written
     (for attention products this includes the cached keys/values read). `repeat` is how many times
-    the op runs in one forward (n_layers for block ops, 1 for the head).
+    the op runs in one forward (n_layers for block ops, 1 for the head). `name` is one of
+    `depthwidth.shapes.ops.OP_NAMES` (ValueError otherwise).
     """
 
     name: str
@@ -150,6 +165,9 @@ class Op:
     read_elems: float
     write_elems: float
     repeat: int
+
+    def __post_init__(self) -> None:
+        check_op_name(self.name)
 
 
 def layer_ops(
@@ -173,29 +191,29 @@ def layer_ops(
     L = s.n_layers
     n_in = 2 if s.ffn == "swiglu" else 1
     ops = [
-        Op(name="norm1", kind="elementwise", flops=0.0, weight_elems=d, read_elems=n * d, write_elems=n * d, repeat=L),
-        Op(name="qkv", kind="matmul", flops=2.0 * n * d * (q + 2 * k), weight_elems=d * (q + 2 * k),
+        Op(name=NORM1, kind="elementwise", flops=0.0, weight_elems=d, read_elems=n * d, write_elems=n * d, repeat=L),
+        Op(name=QKV, kind="matmul", flops=2.0 * n * d * (q + 2 * k), weight_elems=d * (q + 2 * k),
            read_elems=n * d, write_elems=n * (q + 2 * k), repeat=L),
-        Op(name="attn_scores", kind="matmul", flops=2.0 * n * keys * q, weight_elems=0,
+        Op(name=ATTN_SCORES, kind="matmul", flops=2.0 * n * keys * q, weight_elems=0,
            read_elems=n * q + batch * total_keys * k, write_elems=n * s.n_heads * keys, repeat=L),
-        Op(name="attn_softmax", kind="elementwise", flops=0.0, weight_elems=0,
+        Op(name=ATTN_SOFTMAX, kind="elementwise", flops=0.0, weight_elems=0,
            read_elems=n * s.n_heads * keys, write_elems=n * s.n_heads * keys, repeat=L),
-        Op(name="attn_values", kind="matmul", flops=2.0 * n * keys * q, weight_elems=0,
+        Op(name=ATTN_VALUES, kind="matmul", flops=2.0 * n * keys * q, weight_elems=0,
            read_elems=n * s.n_heads * keys + batch * total_keys * k, write_elems=n * q, repeat=L),
-        Op(name="attn_out", kind="matmul", flops=2.0 * n * q * d, weight_elems=q * d,
+        Op(name=ATTN_OUT, kind="matmul", flops=2.0 * n * q * d, weight_elems=q * d,
            read_elems=n * q, write_elems=n * d, repeat=L),
-        Op(name="norm2", kind="elementwise", flops=0.0, weight_elems=d, read_elems=n * d, write_elems=n * d, repeat=L),
-        Op(name="mlp_up", kind="matmul", flops=2.0 * n * d * f * n_in, weight_elems=d * f * n_in,
+        Op(name=NORM2, kind="elementwise", flops=0.0, weight_elems=d, read_elems=n * d, write_elems=n * d, repeat=L),
+        Op(name=MLP_UP, kind="matmul", flops=2.0 * n * d * f * n_in, weight_elems=d * f * n_in,
            read_elems=n * d, write_elems=n * f * n_in, repeat=L),
-        Op(name="mlp_act", kind="elementwise", flops=0.0, weight_elems=0,
+        Op(name=MLP_ACT, kind="elementwise", flops=0.0, weight_elems=0,
            read_elems=n * f * n_in, write_elems=n * f, repeat=L),
-        Op(name="mlp_down", kind="matmul", flops=2.0 * n * f * d, weight_elems=f * d,
+        Op(name=MLP_DOWN, kind="matmul", flops=2.0 * n * f * d, weight_elems=f * d,
            read_elems=n * f, write_elems=n * d, repeat=L),
     ]
     if s.final_norm:
-        ops.append(Op(name="final_norm", kind="elementwise", flops=0.0, weight_elems=d,
+        ops.append(Op(name=FINAL_NORM, kind="elementwise", flops=0.0, weight_elems=d,
                       read_elems=n * d, write_elems=n * d, repeat=1))
     if s.lm_head:
-        ops.append(Op(name="lm_head", kind="matmul", flops=2.0 * n * d * s.vocab_size,
+        ops.append(Op(name=LM_HEAD, kind="matmul", flops=2.0 * n * d * s.vocab_size,
                       weight_elems=d * s.vocab_size, read_elems=n * d, write_elems=n * s.vocab_size, repeat=1))
     return tuple(ops)

@@ -21,11 +21,12 @@ element of `dtype`. What this ignores, and which way it errs:
   graphs remove most of `op_overhead_s`; an eager PyTorch loop pays it in full).
 
 Tensor parallelism (Shoeybi et al. 2019, Megatron-LM): the q/k/v, output, MLP and LM-head matmuls and
-attention heads are split over `tp` devices, norms are replicated, and each layer does two all-reduces
-of its (tokens x d_model) activations; a ring all-reduce costs 2(t-1)/t x bytes / link bandwidth plus
-2(t-1) link latencies (Patarasuk and Yuan 2009). Ignored: overlap of communication with compute,
-replicated kv heads when tp > n_kv_heads, gathering vocabulary-parallel logits.
-Pipeline parallelism adds, per request, p-1 stage-to-stage sends; it does not shorten one request.
+attention heads are split over `tp` devices (`TP_SPLIT`), norms are replicated, and each layer does two
+all-reduces of its (tokens x d_model) activations; a ring all-reduce costs 2(t-1)/t x bytes / link
+bandwidth plus 2(t-1) link latencies (Patarasuk and Yuan 2009; `depthwidth.shapes.comm`). Ignored:
+overlap of communication with compute, replicated kv heads when tp > n_kv_heads, gathering
+vocabulary-parallel logits. Pipeline parallelism adds, per request, p-1 stage-to-stage sends; it does
+not shorten one request.
 """
 
 from __future__ import annotations
@@ -36,23 +37,56 @@ from typing import Any, Mapping
 
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
+from depthwidth.shapes.comm import (
+    inference_comm,
+    p2p_send_s,  # re-exported
+    pipeline_bubble_fraction,  # re-exported
+    ring_allreduce_s,  # re-exported
+    train_comm,
+)
 from depthwidth.shapes.flops import Op, flops, layer_ops
 from depthwidth.shapes.hardware import HardwareSpec, dtype_bytes, get_hardware
-from depthwidth.shapes.params import count_params
+from depthwidth.shapes.ops import (
+    ATTENTION,
+    ATTN_OUT,
+    ATTN_SCORES,
+    ATTN_SOFTMAX,
+    ATTN_VALUES,
+    FINAL_NORM,
+    FUSED_ATTENTION_OPS,
+    LM_HEAD,
+    MLP_ACT,
+    MLP_DOWN,
+    MLP_UP,
+    NORM1,
+    NORM2,
+    QKV,
+)
 from depthwidth.shapes.shape import Shape
 
 ATTN_IMPLS = ("fused", "eager")  # "sdpa" and "flash" are read as "fused"
 LOGITS = ("all", "last")
 KINDS = ("prefill", "decode", "forward", "train_step")
 
-# How tensor parallelism splits each op: (split flops/weights, split reads, split writes).
-_TP_SPLIT = {
-    "norm1": (False, False, False), "norm2": (False, False, False), "final_norm": (False, False, False),
-    "qkv": (True, False, True), "attn_scores": (True, True, True), "attn_softmax": (True, True, True),
-    "attn_values": (True, True, True), "attention": (True, True, True), "attn_out": (True, True, False),
-    "mlp_up": (True, False, True), "mlp_act": (True, True, True), "mlp_down": (True, True, False),
-    "lm_head": (True, False, True),
-}
+#: How tensor parallelism splits each op of the inventory: (flops and weights, reads, writes) split over
+#: tp. Norms are replicated; column-parallel matmuls (qkv, MLP up, LM head) read the whole input and
+#: write a shard; row-parallel ones (attention out, MLP down) read a shard and write the whole
+#: output before the all-reduce; per-head and per-hidden-unit ops are split throughout.
+TP_SPLIT: Mapping[str, tuple[bool, bool, bool]] = MappingProxyType({
+    NORM1: (False, False, False), NORM2: (False, False, False), FINAL_NORM: (False, False, False),
+    QKV: (True, False, True), ATTN_SCORES: (True, True, True), ATTN_SOFTMAX: (True, True, True),
+    ATTN_VALUES: (True, True, True), ATTENTION: (True, True, True), ATTN_OUT: (True, True, False),
+    MLP_UP: (True, False, True), MLP_ACT: (True, True, True), MLP_DOWN: (True, True, False),
+    LM_HEAD: (True, False, True),
+})
+
+
+def tp_split(name: str) -> tuple[bool, bool, bool]:
+    """`TP_SPLIT[name]`; ValueError for an op the latency model does not know (a defect, not a user
+    mistake: every name of `depthwidth.shapes.ops.OP_NAMES` has a row)."""
+    if name not in TP_SPLIT:
+        raise ValueError(f"the latency model does not know op {name!r}; known ops: {', '.join(TP_SPLIT)}")
+    return TP_SPLIT[name]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -136,40 +170,20 @@ def _hw(hardware: HardwareSpec | str) -> HardwareSpec:
     return hardware if isinstance(hardware, HardwareSpec) else get_hardware(hardware)
 
 
-def ring_allreduce_s(*, nbytes: float, ranks: int, hardware: HardwareSpec) -> float:
-    """Seconds of one ring all-reduce of `nbytes` over `ranks` devices (Patarasuk and Yuan 2009):
-    2(r-1) steps, each moving nbytes/r over one link: 2(r-1)/r x nbytes / bandwidth + 2(r-1) x latency.
-    Ignores tree/NVLS algorithms (faster for small messages) and contention across nodes."""
-    check_int("ranks", ranks)
-    if ranks == 1:
-        return 0.0
-    if hardware.link_bandwidth <= 0:
-        raise UserError(f"hardware {hardware.name!r} has no device-to-device link; parallel degree must be 1")
-    bw = hardware.link_bandwidth * hardware.link_efficiency
-    return 2 * (ranks - 1) / ranks * nbytes / bw + 2 * (ranks - 1) * hardware.link_latency_s
-
-
-def p2p_send_s(*, nbytes: float, hardware: HardwareSpec) -> float:
-    """Seconds of one point-to-point send of `nbytes` between pipeline stages."""
-    if hardware.link_bandwidth <= 0:
-        raise UserError(f"hardware {hardware.name!r} has no device-to-device link; pp must be 1")
-    return nbytes / (hardware.link_bandwidth * hardware.link_efficiency) + hardware.link_latency_s
-
-
 def _fuse_attention(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     """Scores, softmax and values as one fused kernel (FlashAttention, Dao et al. 2022; PyTorch sdpa):
     the score matrix never goes to memory; q, k, v are read once and the output written once."""
     by_name = {op.name: op for op in ops}
-    scores, values = by_name["attn_scores"], by_name["attn_values"]
-    q_read = by_name["attn_out"].read_elems  # (tokens x q_dim), the size of q and of the output
+    scores, values = by_name[ATTN_SCORES], by_name[ATTN_VALUES]
+    q_read = by_name[ATTN_OUT].read_elems  # (tokens x q_dim), the size of q and of the output
     kv_read = scores.read_elems - q_read  # cached + new keys; values are as many
-    fused = Op(name="attention", kind="matmul", flops=scores.flops + values.flops, weight_elems=0,
+    fused = Op(name=ATTENTION, kind="matmul", flops=scores.flops + values.flops, weight_elems=0,
                read_elems=q_read + 2 * kv_read, write_elems=q_read, repeat=scores.repeat)
     out: list[Op] = []
     for op in ops:
-        if op.name == "attn_scores":
+        if op.name == ATTN_SCORES:
             out.append(fused)
-        elif op.name not in ("attn_softmax", "attn_values"):
+        elif op.name not in FUSED_ATTENTION_OPS:
             out.append(op)
     return tuple(out)
 
@@ -178,9 +192,52 @@ def _last_token_head(ops: tuple[Op, ...], *, new_tokens: int) -> tuple[Op, ...]:
     """Only the last position's logits (what a server needs after prefill)."""
     return tuple(
         replace(op, flops=op.flops / new_tokens, read_elems=op.read_elems / new_tokens,
-                write_elems=op.write_elems / new_tokens) if op.name == "lm_head" else op
+                write_elems=op.write_elems / new_tokens) if op.name == LM_HEAD else op
         for op in ops
     )
+
+
+def _check_pp(shape: Shape, pp: int) -> None:
+    if pp > shape.n_layers:
+        raise UserError(f"pp={pp} exceeds n_layers={shape.n_layers}; each pipeline stage needs a layer")
+
+
+def _inventory(shape: Shape, *, batch: int, new_tokens: int, past_tokens: int, attn_impl: str,
+               logits: str) -> tuple[Op, ...]:
+    """The ops of one call as the runtime executes them: `layer_ops`, attention fused or not, the LM
+    head over every position or the last one."""
+    attention = "causal" if shape.causal else "full"
+    ops = layer_ops(shape, batch=batch, new_tokens=new_tokens, past_tokens=past_tokens, attention=attention)
+    if attn_impl == "fused":
+        ops = _fuse_attention(ops)
+    if logits == "last":
+        ops = _last_token_head(ops, new_tokens=new_tokens)
+    return ops
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _OpCost:
+    """One op on one tp rank, over all its repeats: roofline and fixed seconds, FLOPs and bytes."""
+
+    roof_s: float
+    fixed_s: float
+    compute_bound: bool
+    flops: float
+    bytes: float
+
+
+def _op_cost(op: Op, *, tp: int, size: int, peak: float, bandwidth: float, overhead_s: float) -> _OpCost:
+    """max(flops / peak, bytes / bandwidth) x repeat + overhead_s x repeat, the op split over tp as
+    `TP_SPLIT` says (module docstring)."""
+    split, split_read, split_write = tp_split(op.name)
+    f = op.flops / tp if split else op.flops
+    w = op.weight_elems / tp if split else op.weight_elems
+    r = op.read_elems / tp if split_read else op.read_elems
+    wr = op.write_elems / tp if split_write else op.write_elems
+    nbytes = (w + r + wr) * size
+    t_flops, t_bytes = f / peak, nbytes / bandwidth
+    return _OpCost(roof_s=max(t_flops, t_bytes) * op.repeat, fixed_s=overhead_s * op.repeat,
+                   compute_bound=t_flops >= t_bytes and f > 0, flops=f * op.repeat, bytes=nbytes * op.repeat)
 
 
 def _roofline(
@@ -193,46 +250,27 @@ def _roofline(
     attn_impl = "fused" if attn_impl in ("sdpa", "flash") else attn_impl
     check_choice("attn_impl", attn_impl, ATTN_IMPLS)
     check_choice("logits", logits, LOGITS)
-    if pp > shape.n_layers:
-        raise UserError(f"pp={pp} exceeds n_layers={shape.n_layers}; each pipeline stage needs a layer")
+    _check_pp(shape, pp)
     size = dtype_bytes(dtype)
-    peak = hw.achievable_flops(dtype)
-    bandwidth = hw.achievable_bandwidth
-    attention = "causal" if shape.causal else "full"
-    ops = layer_ops(shape, batch=batch, new_tokens=new_tokens, past_tokens=past_tokens, attention=attention)
-    if attn_impl == "fused":
-        ops = _fuse_attention(ops)
-    if logits == "last":
-        ops = _last_token_head(ops, new_tokens=new_tokens)
+    peak, bandwidth = hw.achievable_flops(dtype), hw.achievable_bandwidth
+    ops = _inventory(shape, batch=batch, new_tokens=new_tokens, past_tokens=past_tokens, attn_impl=attn_impl,
+                     logits=logits)
     by_op: dict[str, float] = {}
     compute_s = memory_s = overhead_s = total_flops = total_bytes = 0.0
     for op in ops:
-        split, split_read, split_write = _TP_SPLIT.get(op.name, (False, False, False))
-        f = op.flops / tp if split else op.flops
-        w = op.weight_elems / tp if split else op.weight_elems
-        r = op.read_elems / tp if split_read else op.read_elems
-        wr = op.write_elems / tp if split_write else op.write_elems
-        nbytes = (w + r + wr) * size
-        t_flops, t_bytes = f / peak, nbytes / bandwidth
-        roof = max(t_flops, t_bytes) * op.repeat
-        fixed = hw.op_overhead_s * op.repeat
-        if t_flops >= t_bytes and f > 0:
-            compute_s += roof
+        cost = _op_cost(op, tp=tp, size=size, peak=peak, bandwidth=bandwidth, overhead_s=hw.op_overhead_s)
+        if cost.compute_bound:
+            compute_s += cost.roof_s
         else:
-            memory_s += roof
-        overhead_s += fixed
-        by_op[op.name] = roof + fixed
-        total_flops += f * op.repeat
-        total_bytes += nbytes * op.repeat
-    comm_s = 0.0
+            memory_s += cost.roof_s
+        overhead_s += cost.fixed_s
+        by_op[op.name] = cost.roof_s + cost.fixed_s
+        total_flops += cost.flops
+        total_bytes += cost.bytes
     n_tokens = batch * new_tokens
-    if tp > 1:  # two all-reduces per layer of (tokens x d_model) activations
-        per = ring_allreduce_s(nbytes=n_tokens * shape.d_model * size, ranks=tp, hardware=hw) + hw.op_overhead_s
-        by_op["tp_allreduce"] = 2 * shape.n_layers * per
-        comm_s += by_op["tp_allreduce"]
-    if pp > 1:
-        by_op["pp_send"] = (pp - 1) * p2p_send_s(nbytes=n_tokens * shape.d_model * size, hardware=hw)
-        comm_s += by_op["pp_send"]
+    comm = inference_comm(shape, hardware=hw, n_tokens=n_tokens, elem_bytes=size, tp=tp, pp=pp)
+    by_op.update(comm)
+    comm_s = sum(comm.values(), 0.0)
     total = compute_s + memory_s + overhead_s + comm_s
     return LatencyBreakdown(
         kind=kind, hardware=hw.name, dtype=dtype, batch=batch, tokens=n_tokens, total_s=total, by_op=by_op,
@@ -308,8 +346,7 @@ def predict_train_step(
         raise UserError(
             f"global_batch={global_batch} is not a multiple of dp x micro_batch = {dp} x {micro_batch}"
         )
-    if pp > shape.n_layers:
-        raise UserError(f"pp={pp} exceeds n_layers={shape.n_layers}; each pipeline stage needs a layer")
+    _check_pp(shape, pp)
     util = hw.train_mfu if mfu is None else mfu
     if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0 < util <= 1:
         raise UserError(f"mfu={mfu!r} must be a number in (0, 1]")
@@ -321,22 +358,11 @@ def predict_train_step(
     compute = device_flops / (hw.peak(dtype) * util)
     bubble = compute * (pp - 1) / m
     by_op = {"compute": compute}
-    comm = 0.0
-    if tp > 1:
-        per_layer = 6 if recompute == "full" else 4
-        act = micro_batch * seq_len * shape.d_model * size
-        by_op["tp_allreduce"] = m * (shape.n_layers / pp) * per_layer * (
-            ring_allreduce_s(nbytes=act, ranks=tp, hardware=hw) + hw.op_overhead_s)
-        comm += by_op["tp_allreduce"]
-    if pp > 1:
-        by_op["pp_send"] = 2 * m * p2p_send_s(nbytes=micro_batch * seq_len * shape.d_model * size, hardware=hw)
-        comm += by_op["pp_send"]
-    if dp > 1:
-        grads = count_params(shape).total / (tp * pp) * grad_bytes
-        t_dp = ring_allreduce_s(nbytes=grads, ranks=dp, hardware=hw)
-        hidden = (2 / 3) * compute / m if dp_overlap else 0.0
-        by_op["dp_allreduce_exposed"] = max(0.0, t_dp - hidden)
-        comm += by_op["dp_allreduce_exposed"]
+    act_bytes = micro_batch * seq_len * shape.d_model * size  # one micro-batch's (B, T, d) activations
+    comm_by_op = train_comm(shape, hardware=hw, micro_batches=m, act_bytes=act_bytes, compute_s=compute, dp=dp,
+                            tp=tp, pp=pp, recompute=recompute, grad_bytes=grad_bytes, dp_overlap=dp_overlap)
+    by_op.update(comm_by_op)
+    comm = sum(comm_by_op.values(), 0.0)
     if bubble:
         by_op["bubble"] = bubble
     return LatencyBreakdown(
@@ -346,14 +372,7 @@ def predict_train_step(
     )
 
 
-def pipeline_bubble_fraction(*, pp: int, micro_batches: int) -> float:
-    """(p-1)/(m+p-1): the idle share of a GPipe/1F1B schedule (Huang et al. 2019; Narayanan et al. 2021)."""
-    check_int("pp", pp)
-    check_int("micro_batches", micro_batches)
-    return (pp - 1) / (micro_batches + pp - 1)
-
-
 __all__ = [
-    "LatencyBreakdown", "pipeline_bubble_fraction", "predict_decode", "predict_forward", "predict_prefill",
-    "predict_train_step", "p2p_send_s", "ring_allreduce_s",
+    "TP_SPLIT", "LatencyBreakdown", "pipeline_bubble_fraction", "predict_decode", "predict_forward",
+    "predict_prefill", "predict_train_step", "p2p_send_s", "ring_allreduce_s", "tp_split",
 ]
