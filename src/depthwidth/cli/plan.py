@@ -147,14 +147,11 @@ def _aspect(text: str) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from depthwidth.shapes.checks import check_one_budget
     from depthwidth.shapes.evaluate import Workload, plan
 
-    if (args.params is None) == (args.flops is None):
-        raise UserError("give one budget: --params N (e.g. 124M) or --flops C (e.g. 1e19) with --tokens-per-param")
-    if args.flops is not None and (args.tokens_per_param is None) == (args.tokens is None):
-        raise UserError("--flops needs one of --tokens-per-param R (e.g. 20) or --tokens D")
-    if args.params is not None and (args.tokens_per_param is not None or args.tokens is not None):
-        raise UserError("--tokens-per-param/--tokens go with --flops, not --params")
+    check_one_budget(params=args.params, flops=args.flops, tokens=args.tokens, tokens_per_param=args.tokens_per_param,
+                     names=("--params", "--flops", "--tokens", "--tokens-per-param"))
     base = base_shape(args)
     hardware = resolve_hardware(args.hardware)
     workload = Workload(seq_len=args.seq_len or base.max_seq_len, batch=args.batch, dtype=args.dtype, tp=args.tp,

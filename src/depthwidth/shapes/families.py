@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from depthwidth.errors import UserError
-from depthwidth.shapes.checks import check_int
+from depthwidth.shapes.checks import check_int, check_one_budget
 from depthwidth.shapes.family_types import DroppedShape, Family, FamilyMember, human  # re-exported
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.lint import lint
@@ -53,6 +53,15 @@ class _Budget:
 
     def tokens_for(self, shape: Shape) -> float:
         return self.tokens if self.tokens is not None else self.tokens_per_param * self.n(shape)
+
+    @property
+    def reference_params(self) -> float | None:
+        """Iso-compute: N from C = 6 N D alone (D = tokens, or D = r N: N = sqrt(C / (6 r)))."""
+        if self.kind != "iso-compute":
+            return None
+        if self.tokens is None:
+            return math.sqrt(self.target / (6 * self.tokens_per_param))
+        return self.target / (6 * self.tokens)
 
     def value(self, shape: Shape) -> float:
         if self.kind == "iso-params":
@@ -154,8 +163,35 @@ def plan_family(
     allows). `widths=[...]` solves depth for each given width; `depths=[...]` finds the closest grid
     width for each depth. Raises ValueError when no shape meets the budget within `tolerance`.
     """
-    if (params is None) == (train_flops is None):
-        raise UserError("give exactly one budget: params (parameters) or train_flops (training FLOPs)")
+    check_one_budget(params=params, flops=train_flops, tokens=tokens, tokens_per_param=tokens_per_param,
+                     names=("params", "train_flops", "tokens", "tokens_per_param"))
+    _check_search_args(count=count, align=align, head_dim=head_dim, min_layers=min_layers, tp=tp, pp=pp,
+                       tolerance=tolerance, aspect_range=aspect_range, depths=depths, widths=widths)
+    seq_len = seq_len or base.max_seq_len
+    check_int("seq_len", seq_len)
+    budget = _make_budget(params=params, train_flops=train_flops, non_embedding=non_embedding, seq_len=seq_len,
+                          tokens=tokens, tokens_per_param=tokens_per_param)
+    search = _Search(budget=budget, base=base, step=_grid_step(align, head_dim), head_dim=head_dim, tp=tp, pp=pp,
+                     min_layers=min_layers, tolerance=tolerance, aspect_range=aspect_range)
+    explicit = depths is not None or widths is not None
+    if depths is not None:
+        search.at_depths(depths)
+    else:
+        search.at_widths(widths)
+    if not search.kept:
+        raise UserError(_infeasible(search, explicit=explicit))
+    members = search.kept if explicit else _spread(search.kept, count)
+    notes = _notes(search, align=align, count=count, chosen=len(members), explicit=explicit)
+    members = sorted(members, key=lambda m: (m.shape.d_model, m.shape.n_layers))
+    return Family(kind=budget.kind, target=budget.target, target_name=budget.target_name, tolerance=tolerance,
+                  align=align, head_dim=head_dim, seq_len=seq_len, members=tuple(members),
+                  dropped=tuple(search.dropped), notes=notes, reference_params=budget.reference_params,
+                  base=base, non_embedding=non_embedding, tokens=tokens, tokens_per_param=tokens_per_param)
+
+
+def _check_search_args(*, count: int, align: int, head_dim: int, min_layers: int, tp: int, pp: int,
+                       tolerance: float, aspect_range: tuple[float, float], depths: Sequence[int] | None,
+                       widths: Sequence[int] | None) -> None:
     for name, value in (("count", count), ("align", align), ("head_dim", head_dim), ("min_layers", min_layers),
                         ("tp", tp), ("pp", pp)):
         check_int(name, value)
@@ -166,114 +202,136 @@ def plan_family(
         raise UserError(f"aspect_range={aspect_range!r} must be (low, high) with 0 < low < high")
     if depths is not None and widths is not None:
         raise UserError("give depths or widths, not both")
-    seq_len = seq_len or base.max_seq_len
-    check_int("seq_len", seq_len)
-    if params is not None:
-        if tokens is not None or tokens_per_param is not None:
-            raise UserError("tokens/tokens_per_param belong to a train_flops budget, not a params budget")
-        if isinstance(params, bool) or not isinstance(params, (int, float)) or not params > 0:
-            raise UserError(f"params={params!r} must be a positive number")
-        budget = _Budget(kind="iso-params", target=float(params), non_embedding=non_embedding, seq_len=seq_len,
-                         tokens=None, tokens_per_param=None)
-        reference = None
-    else:
-        if isinstance(train_flops, bool) or not isinstance(train_flops, (int, float)) or not train_flops > 0:
-            raise UserError(f"train_flops={train_flops!r} must be a positive number")
-        if (tokens is None) == (tokens_per_param is None):
-            raise UserError("a train_flops budget needs exactly one of tokens_per_param (e.g. 20) or tokens")
-        for name, value in (("tokens", tokens), ("tokens_per_param", tokens_per_param)):
-            if value is not None and not value > 0:
-                raise UserError(f"{name}={value!r} must be a positive number")
-        budget = _Budget(kind="iso-compute", target=float(train_flops), non_embedding=non_embedding,
-                         seq_len=seq_len, tokens=tokens, tokens_per_param=tokens_per_param)
-        reference = (math.sqrt(train_flops / (6 * tokens_per_param)) if tokens is None else train_flops / (6 * tokens))
-    step = _grid_step(align, head_dim)
-    kept: list[FamilyMember] = []
-    dropped: list[DroppedShape] = []
-    notes = [f"widths: multiples of {step} (align {align}, head_dim {head_dim})"
-             + (f", heads divisible by tp={tp}" if tp > 1 else "")
-             + (f"; depths multiples of pp={pp}" if pp > 1 else "")]
-    tol_text = f"{tolerance:.0%}" if tolerance >= 0.01 else f"{tolerance:.2%}"
-    tp_skipped: list[int] = []
 
-    def member(s: Shape, value: float, exact: float, why: list[str]) -> FamilyMember:
+
+def _check_positive(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UserError(f"{name}={value!r} must be a positive number")
+
+
+def _make_budget(*, params: float | None, train_flops: float | None, non_embedding: bool, seq_len: int,
+                 tokens: float | None, tokens_per_param: float | None) -> _Budget:
+    """The one budget `check_one_budget` let through, its numbers checked positive."""
+    if params is not None:
+        _check_positive("params", params)
+        return _Budget(kind="iso-params", target=float(params), non_embedding=non_embedding, seq_len=seq_len,
+                       tokens=None, tokens_per_param=None)
+    _check_positive("train_flops", train_flops)
+    for name, value in (("tokens", tokens), ("tokens_per_param", tokens_per_param)):
+        if value is not None and not value > 0:
+            raise UserError(f"{name}={value!r} must be a positive number")
+    return _Budget(kind="iso-compute", target=float(train_flops), non_embedding=non_embedding, seq_len=seq_len,
+                   tokens=tokens, tokens_per_param=tokens_per_param)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Search:
+    """The grid a family is searched on, and the members kept, the candidates dropped (with the reason)
+    and the grid widths tensor parallelism ruled out, filled in place by `at_depths` / `at_widths`."""
+
+    budget: _Budget
+    base: Shape
+    step: int  # widths are multiples of this
+    head_dim: int
+    tp: int
+    pp: int
+    min_layers: int
+    tolerance: float
+    aspect_range: tuple[float, float]
+    kept: list[FamilyMember] = field(default_factory=list)
+    dropped: list[DroppedShape] = field(default_factory=list)
+    tp_skipped: list[int] = field(default_factory=list)
+
+    @property
+    def tol_text(self) -> str:
+        return f"{self.tolerance:.0%}" if self.tolerance >= 0.01 else f"{self.tolerance:.2%}"
+
+    def _member(self, s: Shape, value: float, exact: float, why: list[str]) -> FamilyMember:
         p = count_params(s)
         extra = {}
-        if budget.kind == "iso-compute":
-            extra = {"tokens": budget.tokens_for(s), "train_flops": value}
-        return FamilyMember(shape=s, value=value, error=value / budget.target - 1, params=p.total,
+        if self.budget.kind == "iso-compute":
+            extra = {"tokens": self.budget.tokens_for(s), "train_flops": value}
+        return FamilyMember(shape=s, value=value, error=value / self.budget.target - 1, params=p.total,
                             non_embedding_params=p.non_embedding, exact_depth=exact, reasons=tuple(why), **extra)
 
-    def consider(s: Shape, value: float, exact: float, why: list[str], *, check_aspect: bool) -> None:
-        err = value / budget.target - 1
+    def _drop(self, *, n_layers: int | None, d_model: int | None, reason: str, error: float | None = None) -> None:
+        self.dropped.append(DroppedShape(n_layers=n_layers, d_model=d_model, error=error, reason=reason))
+
+    def consider(self, s: Shape, value: float, exact: float, why: list[str], *, check_aspect: bool) -> None:
+        """Keep `s` when within tolerance (and, with `check_aspect`, inside the aspect range), else drop it."""
+        err = value / self.budget.target - 1
+        lo_a, hi_a = self.aspect_range
         if check_aspect and not lo_a <= s.aspect_ratio <= hi_a:
             return
-        if abs(err) > tolerance:
-            dropped.append(DroppedShape(n_layers=s.n_layers, d_model=s.d_model, error=err,
-                                        reason=f"{s.label()} is {err:+.2%} from the target (tolerance {tol_text}); "
-                                               + why[0]))
+        if abs(err) > self.tolerance:
+            self._drop(n_layers=s.n_layers, d_model=s.d_model, error=err,
+                       reason=f"{s.label()} is {err:+.2%} from the target (tolerance {self.tol_text}); " + why[0])
             return
-        kept.append(member(s, value, exact, why))
+        self.kept.append(self._member(s, value, exact, why))
 
-    if depths is not None:
+    def at_depths(self, depths: Sequence[int]) -> None:
+        """For each depth, the grid width closest to the budget."""
         for L in depths:
             check_int("depth", L)
-            if L % pp:
-                dropped.append(DroppedShape(n_layers=L, d_model=None, error=None,
-                                            reason=f"depth {L} is not divisible by pp={pp}"))
+            if L % self.pp:
+                self._drop(n_layers=L, d_model=None, reason=f"depth {L} is not divisible by pp={self.pp}")
                 continue
-            best = _best_width(budget, base, n_layers=L, step=step, head_dim=head_dim, tp=tp)
+            best = _best_width(self.budget, self.base, n_layers=L, step=self.step, head_dim=self.head_dim,
+                               tp=self.tp)
             if best is None:
-                dropped.append(DroppedShape(n_layers=L, d_model=None, error=None,
-                                            reason=f"no grid width has heads divisible by tp={tp}"))
+                self._drop(n_layers=L, d_model=None, reason=f"no grid width has heads divisible by tp={self.tp}")
                 continue
-            consider(best[0], best[1], float(L),
-                     [f"width {best[0].d_model} is the grid width closest to the budget at depth {L}"],
-                     check_aspect=False)
-    else:
+            self.consider(best[0], best[1], float(L),
+                          [f"width {best[0].d_model} is the grid width closest to the budget at depth {L}"],
+                          check_aspect=False)
+
+    def at_widths(self, widths: Sequence[int] | None) -> None:
+        """For each given width (default: every grid width, narrowest first, until the shapes get too
+        shallow for the aspect range), the depth solved for the budget."""
         explicit = widths is not None
-        candidates = list(widths) if explicit else (k * step for k in range(1, (1 << 17) // step + 1))
+        candidates = list(widths) if explicit else (k * self.step for k in range(1, (1 << 17) // self.step + 1))
         for W in candidates:
             check_int("width", W)
-            if W % head_dim:
-                dropped.append(DroppedShape(n_layers=None, d_model=W, error=None,
-                                            reason=f"width {W} is not a multiple of head_dim {head_dim}"))
+            if W % self.head_dim:
+                self._drop(n_layers=None, d_model=W, reason=f"width {W} is not a multiple of head_dim {self.head_dim}")
                 continue
-            problem = tp_problem(_shape(base, n_layers=max(min_layers, pp), d_model=W, head_dim=head_dim), tp)
+            probe = _shape(self.base, n_layers=max(self.min_layers, self.pp), d_model=W, head_dim=self.head_dim)
+            problem = tp_problem(probe, self.tp)
             if problem:
-                tp_skipped.append(W)
+                self.tp_skipped.append(W)
                 if explicit:
-                    dropped.append(DroppedShape(n_layers=None, d_model=W, error=None, reason=problem))
+                    self._drop(n_layers=None, d_model=W, reason=problem)
                 continue
-            solved = _solve_depth(budget, base, d_model=W, head_dim=head_dim, pp=pp, min_layers=min_layers)
+            solved = _solve_depth(self.budget, self.base, d_model=W, head_dim=self.head_dim, pp=self.pp,
+                                  min_layers=self.min_layers)
             if solved is None:
                 continue
             s, v, exact = solved
             too_wide = math.isnan(exact)
             why = (f"at width {W} even {s.n_layers} layers exceed the budget" if too_wide else
                    f"depth {exact:.2f} solved at width {W}, rounded to {s.n_layers}")
-            consider(s, v, exact, [why], check_aspect=not explicit)
-            if not explicit and (too_wide or s.aspect_ratio > hi_a):
+            self.consider(s, v, exact, [why], check_aspect=not explicit)
+            if not explicit and (too_wide or s.aspect_ratio > self.aspect_range[1]):
                 break  # wider widths are shallower still
-        if tp_skipped and not explicit:
-            notes.append(f"{len(tp_skipped)} grid widths skipped: their heads, kv heads or d_ff are not divisible "
-                         f"by tp={tp}")
-    if not kept:
-        raise UserError(_infeasible(budget, base, dropped=dropped, step=step, head_dim=head_dim, tolerance=tolerance,
-                                     tol_text=tol_text,
-                                     tp=tp, tp_skipped=bool(tp_skipped), min_layers=max(min_layers, pp),
-                                     aspect_range=aspect_range, explicit=depths is not None or widths is not None))
-    members = kept if (depths is not None or widths is not None) else _spread(kept, count)
-    if depths is None and widths is None and len(kept) > len(members):
-        notes.append(f"{len(kept)} grid shapes within {tol_text}; {len(members)} chosen at geometrically spaced depths")
-    if len(members) < count and depths is None and widths is None:
-        notes.append(f"only {len(members)} shapes on this grid are within {tol_text} (asked for {count}); "
+
+
+def _notes(search: _Search, *, align: int, count: int, chosen: int, explicit: bool) -> tuple[str, ...]:
+    """What the family's grid was and how its members were chosen, for the reader of the table."""
+    s = search
+    notes = [f"widths: multiples of {s.step} (align {align}, head_dim {s.head_dim})"
+             + (f", heads divisible by tp={s.tp}" if s.tp > 1 else "")
+             + (f"; depths multiples of pp={s.pp}" if s.pp > 1 else "")]
+    if explicit:
+        return tuple(notes)
+    if s.tp_skipped:
+        notes.append(f"{len(s.tp_skipped)} grid widths skipped: their heads, kv heads or d_ff are not divisible "
+                     f"by tp={s.tp}")
+    if len(s.kept) > chosen:
+        notes.append(f"{len(s.kept)} grid shapes within {s.tol_text}; {chosen} chosen at geometrically spaced depths")
+    if chosen < count:
+        notes.append(f"only {chosen} shapes on this grid are within {s.tol_text} (asked for {count}); "
                      "a finer --align/--head-dim gives more")
-    members = sorted(members, key=lambda m: (m.shape.d_model, m.shape.n_layers))
-    return Family(kind=budget.kind, target=budget.target, target_name=budget.target_name, tolerance=tolerance,
-                  align=align, head_dim=head_dim, seq_len=seq_len, members=tuple(members), dropped=tuple(dropped),
-                  notes=tuple(notes), reference_params=reference, base=base, non_embedding=non_embedding,
-                  tokens=tokens, tokens_per_param=tokens_per_param)
+    return tuple(notes)
 
 
 def iso_curve(family: Family, *, widths: Sequence[int]) -> list[tuple[int, float]]:
@@ -308,29 +366,32 @@ def _spread(kept: list[FamilyMember], count: int) -> list[FamilyMember]:
     return chosen
 
 
-def _infeasible(budget: _Budget, base: Shape, *, dropped, step, head_dim, tolerance, tol_text, tp, tp_skipped,
-                min_layers, aspect_range, explicit) -> str:
+def _infeasible(search: _Search, *, explicit: bool) -> str:
+    """Why no shape met the budget, and what to change."""
+    s, budget = search, search.budget
     what = {"params": "parameters", "non_embedding_params": "non-embedding parameters",
             "train_flops": "training FLOPs"}[budget.target_name]
-    head = f"no shape is within {tol_text} of {human(budget.target)} {what}"
-    smallest = _shape(base, n_layers=min_layers, d_model=step, head_dim=head_dim)
+    head = f"no shape is within {s.tol_text} of {human(budget.target)} {what}"
+    min_layers = max(s.min_layers, s.pp)
+    smallest = _shape(s.base, n_layers=min_layers, d_model=s.step, head_dim=s.head_dim)
     small_value = budget.value(smallest)
-    if small_value > budget.target * (1 + tolerance):
-        return (f"{head}: the smallest shape on the grid, {smallest.label()} with vocabulary {base.vocab_size}, "
+    if small_value > budget.target * (1 + s.tolerance):
+        return (f"{head}: the smallest shape on the grid, {smallest.label()} with vocabulary {s.base.vocab_size}, "
                 f"already has {human(small_value)}; raise the budget or use a smaller --align/--head-dim/--vocab")
-    if tp > 1 and tp_skipped and not dropped:
-        return (f"{head}: tp={tp} divides the heads, kv heads or d_ff of no grid width in range; "
+    if s.tp > 1 and s.tp_skipped and not s.dropped:
+        return (f"{head}: tp={s.tp} divides the heads, kv heads or d_ff of no grid width in range; "
                 "use a tp that divides them")
-    if dropped:
-        closest = min((d for d in dropped if d.error is not None), key=lambda d: abs(d.error), default=None)
+    if s.dropped:
+        closest = min((d for d in s.dropped if d.error is not None), key=lambda d: abs(d.error), default=None)
         if closest is not None:
             return (f"{head}: the closest is L{closest.n_layers}-H{closest.d_model} at {closest.error:+.2%}; "
                     "raise --tolerance or use a finer --align/--head-dim")
-        return f"{head}: {dropped[0].reason}"
+        return f"{head}: {s.dropped[0].reason}"
     if explicit:
         return f"{head}: none of the given sizes fits"
+    lo_a, hi_a = s.aspect_range
     return (f"{head}: no grid width gives a depth >= {min_layers} with d_model/n_layers in "
-            f"[{aspect_range[0]:g}, {aspect_range[1]:g}]; widen the aspect range or change the budget")
+            f"[{lo_a:g}, {hi_a:g}]; widen the aspect range or change the budget")
 
 
 __all__ = ["DroppedShape", "Family", "FamilyMember", "human", "iso_curve", "plan_family", "tp_problem"]
