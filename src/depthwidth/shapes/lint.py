@@ -69,7 +69,18 @@ def lint(
     """Findings for `shape` on `tp` x `pp` devices (see the module docstring); empty when all is well."""
     for name, value in (("tp", tp), ("pp", pp), ("group_size", group_size), ("multiple", multiple)):
         check_int(name, value)
-    s = shape
+    return [
+        *_alignment(shape, multiple=multiple),
+        *_head_dim(shape),
+        *_tensor_parallel(shape, tp=tp, multiple=multiple),
+        *_pipeline(shape, pp=pp),
+        *_quantization(shape, group_size=group_size),
+        *_capacity(shape, hardware=hardware, tp=tp, pp=pp),
+    ]
+
+
+def _alignment(s: Shape, *, multiple: int) -> list[Finding]:
+    """DW001: d_model, d_ff and vocab_size multiples of `multiple`."""
     out: list[Finding] = []
     for name, value in (("d_model", s.d_model), ("d_ff", s.d_ff)):
         if value % multiple:
@@ -80,53 +91,80 @@ def lint(
         out.append(Finding(code="DW001", field="vocab_size", severity="warning",
                            message=f"vocab_size {s.vocab_size} is not a multiple of {multiple}",
                            fix=f"pad vocab {s.vocab_size} -> {_round_up(s.vocab_size, multiple)}"))
+    return out
+
+
+def _head_dim(s: Shape) -> list[Finding]:
+    """DW002: head_dim a multiple of 8 (error), and 64 or 128 (warning)."""
     if s.head_dim % 8:
-        out.append(Finding(code="DW002", field="head_dim", severity="error",
-                           message=f"head_dim {s.head_dim} is not a multiple of 8 (fused attention kernels need it)",
-                           fix=_head_fix(s)))
-    elif s.head_dim not in (64, 128):
-        out.append(Finding(code="DW002", field="head_dim", severity="warning",
-                           message=f"head_dim {s.head_dim} is neither 64 nor 128 (the sizes kernels are tuned for)",
-                           fix=_head_fix(s)))
-    if tp > 1:
-        for name, value in (("n_heads", s.n_heads), ("n_kv_heads", s.n_kv_heads), ("d_ff", s.d_ff)):
-            if name == "n_kv_heads" and tp % value == 0:
-                continue  # fewer kv heads than ranks: each is replicated on tp / n_kv_heads ranks
-            if value % tp:
-                out.append(Finding(code="DW003", field=name, severity="error",
-                                   message=f"{name} {value} is not divisible by tp={tp}",
-                                   fix=f"use tp in {{{', '.join(map(str, _divisors(value)))}}} or {name} "
-                                       f"{_nearest_multiples(value, tp)}"))
-        if s.vocab_size % tp:
-            out.append(Finding(code="DW003", field="vocab_size", severity="error",
-                               message=f"vocab_size {s.vocab_size} is not divisible by tp={tp}",
-                               fix=f"pad vocab {s.vocab_size} -> {_round_up(s.vocab_size, multiple * tp)}"))
-    if pp > 1 and s.n_layers % pp:
-        out.append(Finding(code="DW004", field="n_layers", severity="error",
-                           message=f"n_layers {s.n_layers} is not divisible by pp={pp}",
-                           fix=f"use n_layers {_nearest_multiples(s.n_layers, pp)} or pp in "
-                               f"{{{', '.join(map(str, _divisors(s.n_layers)))}}}"))
+        return [Finding(code="DW002", field="head_dim", severity="error",
+                        message=f"head_dim {s.head_dim} is not a multiple of 8 (fused attention kernels need it)",
+                        fix=_head_fix(s))]
+    if s.head_dim not in (64, 128):
+        return [Finding(code="DW002", field="head_dim", severity="warning",
+                        message=f"head_dim {s.head_dim} is neither 64 nor 128 (the sizes kernels are tuned for)",
+                        fix=_head_fix(s))]
+    return []
+
+
+def _tensor_parallel(s: Shape, *, tp: int, multiple: int) -> list[Finding]:
+    """DW003: what tensor parallelism over tp ranks splits (heads, d_ff, vocabulary) divisible by tp."""
+    out: list[Finding] = []
+    if tp == 1:
+        return out
+    for name, value in (("n_heads", s.n_heads), ("n_kv_heads", s.n_kv_heads), ("d_ff", s.d_ff)):
+        if name == "n_kv_heads" and tp % value == 0:
+            continue  # fewer kv heads than ranks: each is replicated on tp / n_kv_heads ranks
+        if value % tp:
+            out.append(Finding(code="DW003", field=name, severity="error",
+                               message=f"{name} {value} is not divisible by tp={tp}",
+                               fix=f"use tp in {{{', '.join(map(str, _divisors(value)))}}} or {name} "
+                                   f"{_nearest_multiples(value, tp)}"))
+    if s.vocab_size % tp:
+        out.append(Finding(code="DW003", field="vocab_size", severity="error",
+                           message=f"vocab_size {s.vocab_size} is not divisible by tp={tp}",
+                           fix=f"pad vocab {s.vocab_size} -> {_round_up(s.vocab_size, multiple * tp)}"))
+    return out
+
+
+def _pipeline(s: Shape, *, pp: int) -> list[Finding]:
+    """DW004: n_layers divisible by pp."""
+    if pp == 1 or s.n_layers % pp == 0:
+        return []
+    return [Finding(code="DW004", field="n_layers", severity="error",
+                    message=f"n_layers {s.n_layers} is not divisible by pp={pp}",
+                    fix=f"use n_layers {_nearest_multiples(s.n_layers, pp)} or pp in "
+                        f"{{{', '.join(map(str, _divisors(s.n_layers)))}}}")]
+
+
+def _quantization(s: Shape, *, group_size: int) -> list[Finding]:
+    """DW005: the input features of every linear layer divisible by the quantization group size."""
     inputs = {"d_model": s.d_model, "d_ff": s.d_ff}
     if s.q_dim != s.d_model:
         inputs["n_heads*head_dim"] = s.q_dim
-    for name, value in inputs.items():
-        if value % group_size:
-            out.append(Finding(code="DW005", field=name, severity="warning",
-                               message=f"{name} {value} (input features of a linear layer) is not divisible by the "
-                                       f"quantization group size {group_size}",
-                               fix=f"use {name} {_nearest_multiples(value, group_size)} or a group size dividing "
-                                   f"{value}"))
-    if hardware is not None:
-        hw = hardware if isinstance(hardware, HardwareSpec) else get_hardware(hardware)
-        weights = count_params(s).total * 2  # bf16
-        capacity = hw.mem_capacity * tp * pp
-        if weights > capacity:
-            need = -(-weights // int(hw.mem_capacity))
-            out.append(Finding(code="DW006", field="params", severity="error",
-                               message=f"bf16 weights ({weights / 1e9:.1f} GB) exceed the memory of {tp * pp} "
-                                       f"{hw.name} ({capacity / 1e9:.0f} GB)",
-                               fix=f"use tp*pp >= {need}"))
-    return out
+    return [
+        Finding(code="DW005", field=name, severity="warning",
+                message=f"{name} {value} (input features of a linear layer) is not divisible by the "
+                        f"quantization group size {group_size}",
+                fix=f"use {name} {_nearest_multiples(value, group_size)} or a group size dividing {value}")
+        for name, value in inputs.items() if value % group_size
+    ]
+
+
+def _capacity(s: Shape, *, hardware: HardwareSpec | str | None, tp: int, pp: int) -> list[Finding]:
+    """DW006: bf16 weights (2 bytes per parameter) within the memory of tp*pp devices."""
+    if hardware is None:
+        return []
+    hw = hardware if isinstance(hardware, HardwareSpec) else get_hardware(hardware)
+    weights = count_params(s).total * 2  # bf16
+    capacity = hw.mem_capacity * tp * pp
+    if weights <= capacity:
+        return []
+    need = -(-weights // int(hw.mem_capacity))
+    return [Finding(code="DW006", field="params", severity="error",
+                    message=f"bf16 weights ({weights / 1e9:.1f} GB) exceed the memory of {tp * pp} "
+                            f"{hw.name} ({capacity / 1e9:.0f} GB)",
+                    fix=f"use tp*pp >= {need}")]
 
 
 def _head_fix(s: Shape) -> str:

@@ -180,15 +180,10 @@ def memory(
     recompute: "none" | "selective" | "full" (see the module docstring).
     kv_dtype, kv_batch, kv_context: the inference KV cache; kv_context defaults to seq_len.
     """
-    check_choice("train_precision", train_precision, TRAIN_PRECISIONS)
-    compute = _COMPUTE_DTYPE[train_precision]
-    activation_dtype = compute if activation_dtype is None else activation_dtype
-    if residual_dtype is None and activation_dtype in FLOAT_DTYPES:
-        residual_dtype = "fp32" if train_precision != "fp32" else activation_dtype
-    setup = ActivationSetup(
-        seq_len=seq_len, micro_batch=micro_batch, activation_dtype=activation_dtype,
-        residual_dtype=residual_dtype, attn_impl=attn_impl, dropout=dropout, device=device,
-        norm_impl=norm_impl, tp=tp, sp=sp,
+    setup = _activation_setup(
+        train_precision=train_precision, seq_len=seq_len, micro_batch=micro_batch, activation_dtype=activation_dtype,
+        residual_dtype=residual_dtype, attn_impl=attn_impl, dropout=dropout, device=device, norm_impl=norm_impl,
+        tp=tp, sp=sp,
     )  # fmt: skip
     setup.check_shape(shape)
     check_choice("recompute", recompute, RECOMPUTE_KINDS)
@@ -201,28 +196,14 @@ def memory(
     check_int("kv_context", kv_context)
     if kv_context > shape.max_seq_len:
         raise UserError(f"kv_context={kv_context} exceeds max_seq_len={shape.max_seq_len} of the shape")
-
-    # ---- model states ----------------------------------------------------------------------
-    p_b, g_b, o_b = state_bytes_per_param(train_precision=train_precision, param_dtype=param_dtype, optimizer=optimizer)
-    n_params = params_per_device(shape, tp=tp)
-    params_bytes = ceil_div(n_params * p_b, dp if zero_stage >= 3 else 1)
-    grads_bytes = ceil_div(n_params * g_b, dp if zero_stage >= 2 else 1)
-    optimizer_bytes = ceil_div(n_params * o_b, dp if zero_stage >= 1 else 1)
-
-    # ---- activations -----------------------------------------------------------------------
+    n_params, params_bytes, grads_bytes, optimizer_bytes = _model_states(
+        shape, train_precision=train_precision, param_dtype=param_dtype, optimizer=optimizer, zero_stage=zero_stage,
+        dp=dp, tp=tp)
     layer_terms = layer_activation_terms(shape, setup)
-    full_layer = sum(t.bytes for t in layer_terms)
-    per_layer = layer_bytes(shape, setup, recompute=recompute)
-    if recompute == "full":  # the recomputed block, less its input which is kept anyway
-        recompute_bytes = full_layer - layer_input_bytes(shape, setup)
-    else:
-        recompute_bytes = full_layer - per_layer  # selective: one block's attention core; none: 0
+    per_layer, recompute_bytes = _layer_activations(shape, setup, layer_terms=layer_terms, recompute=recompute)
     outside_terms = outside_activation_terms(shape, setup)
     outside = sum(t.bytes for t in outside_terms)
-    logits_bytes = 0
-    if shape.lm_head:
-        logits_bytes = setup.tokens * ceil_div(shape.vocab_size, tp) * setup.c
-
+    logits_bytes = setup.tokens * ceil_div(shape.vocab_size, tp) * setup.c if shape.lm_head else 0
     per_token = kv_cache_bytes_per_token(shape, dtype=kv_dtype)
     return MemoryBreakdown(
         params_per_device=n_params,
@@ -239,6 +220,43 @@ def memory(
         layer_terms=layer_terms,
         outside_terms=outside_terms,
     )
+
+
+def _activation_setup(*, train_precision: str, activation_dtype: str | None, residual_dtype: str | None,
+                      **setup: object) -> ActivationSetup:
+    """The forward pass of `train_precision`: activations in its compute dtype unless given; the residual
+    stream in fp32 under a mixed precision (torch.autocast), else in the activation dtype."""
+    check_choice("train_precision", train_precision, TRAIN_PRECISIONS)
+    compute = _COMPUTE_DTYPE[train_precision]
+    activation_dtype = compute if activation_dtype is None else activation_dtype
+    if residual_dtype is None and activation_dtype in FLOAT_DTYPES:
+        residual_dtype = "fp32" if train_precision != "fp32" else activation_dtype
+    return ActivationSetup(activation_dtype=activation_dtype, residual_dtype=residual_dtype, **setup)
+
+
+def _model_states(shape: Shape, *, train_precision: str, param_dtype: str, optimizer: str, zero_stage: int, dp: int,
+                  tp: int) -> tuple[int, int, int, int]:
+    """(parameters per device, parameter bytes, gradient bytes, optimizer bytes) on one device: split over
+    tp, then ZeRO stage 1 shards the optimizer states over dp, stage 2 also the gradients, stage 3 also
+    the parameters (module docstring)."""
+    p_b, g_b, o_b = state_bytes_per_param(train_precision=train_precision, param_dtype=param_dtype, optimizer=optimizer)
+    n_params = params_per_device(shape, tp=tp)
+    params_bytes = ceil_div(n_params * p_b, dp if zero_stage >= 3 else 1)
+    grads_bytes = ceil_div(n_params * g_b, dp if zero_stage >= 2 else 1)
+    optimizer_bytes = ceil_div(n_params * o_b, dp if zero_stage >= 1 else 1)
+    return n_params, params_bytes, grads_bytes, optimizer_bytes
+
+
+def _layer_activations(shape: Shape, setup: ActivationSetup, *, layer_terms: tuple[ActivationTerm, ...],
+                       recompute: str) -> tuple[int, int]:
+    """(bytes one block keeps with the recomputation policy, the working set of one block recomputed
+    during its backward): full recompute recomputes the block less its kept input, selective the
+    attention core, none nothing."""
+    full_layer = sum(t.bytes for t in layer_terms)
+    per_layer = layer_bytes(shape, setup, recompute=recompute)
+    if recompute == "full":
+        return per_layer, full_layer - layer_input_bytes(shape, setup)
+    return per_layer, full_layer - per_layer
 
 
 __all__ = [
