@@ -18,7 +18,8 @@ from depthwidth.bench.timing import Timing
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.hardware import get_hardware
 from depthwidth.shapes.params import count_params
-from depthwidth.study.expand import DataInfo, bench_config, config_hash, train_config
+from depthwidth.study.expand import DataInfo, bench_config, train_config
+from depthwidth.study.run_config import config_hash
 from depthwidth.study.jobs import merge_curve
 from depthwidth.study.spec import parse_spec
 from depthwidth.study.store import Store
@@ -133,7 +134,7 @@ def _train_result(shape, config, *, status, loss, seed, tokens, rng) -> TrainRes
         if status == "diverged" and step > 40:
             break
         evals.append({"step": step, "tokens": t, "val_loss": v, "val_loss_by_slice": {"shakespeare": v}})
-        curve.append({"step": step, "loss": v + 0.02, "lr": config["lr"], "grad_norm": 1.0, "seconds": 0.01,
+        curve.append({"step": step, "loss": v + 0.02, "lr": config["train"]["lr"], "grad_norm": 1.0, "seconds": 0.01,
                       "tokens_per_s": 51200.0 / shape.n_layers})
     done = status == "completed"
     tokens_per_s = 60000.0 / (1 + 0.3 * shape.n_layers)

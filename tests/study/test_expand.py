@@ -44,8 +44,8 @@ def test_run_id_is_sha256_of_canonical_config():
         text = json.dumps(run.config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         assert run.run_id == hashlib.sha256(text.encode()).hexdigest() == config_hash(run.config)
     train = [r for r in runs_of(SPEC) if r.kind == "train"]
-    assert train[0].config["data"]["corpus_hash"] == "c0ffee" and train[0].config["train"]["tokens"] == 4096
-    assert {r.config["lr"] for r in train} == {1e-3, 3e-3}
+    assert train[0].config["corpus_hash"] == "c0ffee" and train[0].config["train"]["tokens"] == 4096
+    assert {r.config["train"]["lr"] for r in train} == {1e-3, 3e-3}
 
 
 def test_growing_a_spec_keeps_every_run_id():

@@ -42,14 +42,14 @@ class FakeJobs:
 
     def __call__(self, job, progress=None) -> Outcome:
         self.calls.append(job.run_id)
-        key = (job.config["shape"]["n_layers"], job.config["lr"])
+        key = (job.config["shape"]["n_layers"], job.config["train"]["lr"])
         if self.fail.get(key, 0) > 0:
             self.fail[key] -= 1
             return Outcome(run_id=job.run_id, status="failed", result=None, error=f"RuntimeError: boom {key}")
         import math
 
-        loss = 3.0 + (math.log(job.config["lr"] / 2e-3)) ** 2 - 0.1 * key[0]
-        result = {"val_loss": loss, "tokens": 96, "batch_stream_hash": f"seed{job.config['seed']}",
+        loss = 3.0 + (math.log(job.config["train"]["lr"] / 2e-3)) ** 2 - 0.1 * key[0]
+        result = {"val_loss": loss, "tokens": 96, "batch_stream_hash": f"seed{job.config['train']['seed']}",
                   "train_seconds": 0.01}
         curve = ({"step": 1, "tokens": 32, "train_loss": loss + 1}, {"step": 3, "tokens": 96, "val_loss": loss})
         return Outcome(run_id=job.run_id, status="completed", result=result, curve=curve, wall_seconds=0.01)

@@ -62,7 +62,7 @@ def test_unknown_nested_key_names_path_and_line():
 def test_wrong_type_says_what_was_expected():
     err = error_of(GOOD.replace("tokens = 10000", 'tokens = "many"'))
     assert err.key == "train.tokens" and err.line == 8
-    assert err.message == "expected an integer >= 1, got 'many' (string)"
+    assert err.message == "tokens='many' must be a positive integer"
 
 
 def test_key_in_second_array_table_is_located():

@@ -13,27 +13,15 @@ times r (not each member's own count, so members of one family train on exactly 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.schema import SpecError
+from depthwidth.study.run_config import BENCH_FORMAT, config_hash, train_run_config
 from depthwidth.study.spec import BudgetSpec, StudySpec
 
-#: bump when the meaning of a stored config changes (it changes every run id)
-RUN_FORMAT = 1
 EXPLICIT_GROUP = "shapes"
-
-
-def canonical_json(obj: Any) -> str:
-    """Sorted keys, no spaces, ASCII, no NaN: the same bytes for the same config everywhere."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-
-
-def config_hash(config: dict) -> str:
-    return hashlib.sha256(canonical_json(config).encode()).hexdigest()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,21 +136,10 @@ def read_data(spec: StudySpec) -> DataInfo:
 
 
 def train_config(spec: StudySpec, *, data: DataInfo, shape: Shape, tokens: int, lr: float, seed: int) -> dict:
-    """The canonical config of one training run (everything that can change its numbers)."""
-    t, d = spec.train, spec.data
-    return {
-        "kind": "train",
-        "format": RUN_FORMAT,
-        "shape": shape.to_dict(),
-        "data": {"corpus": d.corpus, "corpus_hash": data.corpus_hash, "tokenizer": d.tokenizer,
-                 "val_fraction": d.val_fraction, "seq_len": d.seq_len, "batch_size": d.batch_size},
-        "train": {"tokens": tokens, "warmup": t.warmup, "schedule": t.schedule, "min_lr_ratio": t.min_lr_ratio,
-                  "beta1": t.beta1, "beta2": t.beta2, "weight_decay": t.weight_decay, "grad_clip": t.grad_clip,
-                  "dtype": t.dtype, "dropout": t.dropout, "eval_every": spec.eval.every,
-                  "eval_windows": spec.eval.windows},
-        "lr": lr,
-        "seed": seed,
-    }
+    """The canonical config of one training run (`depthwidth.study.run_config`): the shape, the corpus
+    content hash and the run's `TrainConfig` as the spec makes it."""
+    config = spec.train_config(lr=lr, seed=seed, tokens=tokens)
+    return train_run_config(shape=shape.to_dict(), corpus_hash=data.corpus_hash, config=config)
 
 
 def bench_config(spec: StudySpec, *, shape: Shape) -> dict:
@@ -170,7 +147,7 @@ def bench_config(spec: StudySpec, *, shape: Shape) -> dict:
     half = max(1, shape.max_seq_len // 2)
     return {
         "kind": "bench",
-        "format": RUN_FORMAT,
+        "format": BENCH_FORMAT,
         "shape": shape.to_dict(),
         "bench": {"prompt_lens": list(b.prompt_lens or (half,)), "contexts": list(b.contexts or (half,)),
                   "batches": list(b.batches),
@@ -251,5 +228,4 @@ def _dedupe(shapes: list[Shape] | tuple[Shape, ...]) -> tuple[Shape, ...]:
     return tuple(out)
 
 
-__all__ = ["DataInfo", "Expansion", "Group", "Run", "RUN_FORMAT", "bench_config", "canonical_json", "config_hash",
-           "expand", "read_data", "train_config"]
+__all__ = ["DataInfo", "Expansion", "Group", "Run", "bench_config", "expand", "read_data", "train_config"]

@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from depthwidth.study.expand import canonical_json
+from depthwidth.study.run_config import canonical_json, run_data, run_settings, run_tokens
 from depthwidth.study.store import ResultRecord, RunRecord
 
 FIELDS = ("data", "settings", "tokens", "batch_stream_hash", "lr_trials", "seeds")
@@ -67,16 +67,15 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord]) -> F
         if len(values) > 1:
             findings.append(Finding(field=field, scope=scope, values=dict(values)))
 
-    same("data", "study", [(r.config.get("data"), r) for r in train])
-    same("settings", "study", [({k: v for k, v in r.config.get("train", {}).items() if k != "tokens"}, r)
-                               for r in train])
+    same("data", "study", [(run_data(r.config), r) for r in train])
+    same("settings", "study", [(run_settings(r.config), r) for r in train])
     same("lr_trials", "study", [(r.lr_trials, r) for r in train])
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for r in train:
         groups[r.group].append(r)
     for group, members in groups.items():
         scope = f"group {group!r}"
-        same("tokens", scope, [(r.config.get("train", {}).get("tokens"), r) for r in members])
+        same("tokens", scope, [(run_tokens(r.config), r) for r in members])
         trained = [(results[r.run_id].tokens, r) for r in members
                    if r.status == "completed" and r.run_id in results and results[r.run_id].tokens is not None]
         same("tokens", scope + " (trained)", trained)

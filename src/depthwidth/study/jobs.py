@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-OUTCOME_STATUSES = ("completed", "diverged", "failed")
+from depthwidth.train.result import STATUSES
+
+OUTCOME_STATUSES = STATUSES  # a job ends as its training run does
 RUNS_FOLDER = "runs"
 #: Progress callback of a running job: (phase, step, steps, loss, tokens_per_s, eta_s).
 JobProgress = Callable[..., None]
@@ -31,10 +33,10 @@ class Job:
 
     run_id: str
     kind: str  # "train" | "bench"
-    config: dict = field(repr=False)  # the run's canonical config (see expand.train_config / bench_config)
+    config: dict = field(repr=False)  # the run's canonical config (see depthwidth.study.run_config)
     run_dir: str  # folder for its checkpoints
     threads: int | None = None  # CPU threads for torch; None keeps the process setting
-    checkpoint_every: int = 0  # training steps between checkpoints (0: only at the end)
+    execution: dict = field(default_factory=dict)  # TrainConfig execution fields: checkpoint_every, cache_dir, ...
     label: str = ""
 
 
@@ -81,27 +83,13 @@ def execute(job: Job, *, progress: JobProgress | None = None) -> Outcome:
                    wall_seconds=time.perf_counter() - start, worker=worker_name())
 
 
-def train_config_of(config: dict, *, threads: int | None, checkpoint_every: int = 0, cache_dir: str | None = None):
-    """The trainer's `TrainConfig` for a stored run config."""
-    from depthwidth.train.config import TrainConfig
-
-    d, t = config["data"], config["train"]
-    return TrainConfig(
-        corpus=d["corpus"], tokenizer=d["tokenizer"], val_fraction=d["val_fraction"], seq_len=d["seq_len"],
-        batch_size=d["batch_size"], tokens=t["tokens"], lr=config["lr"], min_lr=config["lr"] * t["min_lr_ratio"],
-        warmup=t["warmup"], schedule=t["schedule"], beta1=t["beta1"], beta2=t["beta2"],
-        weight_decay=t["weight_decay"], grad_clip=t["grad_clip"], dtype=t["dtype"], dropout=t["dropout"],
-        eval_every=t["eval_every"], eval_windows=t["eval_windows"], seed=config["seed"], threads=threads,
-        checkpoint_every=checkpoint_every, cache_dir=cache_dir,
-    )
-
-
 def _train(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None, list[dict], str | None]:
     from depthwidth.shapes.shape import Shape
+    from depthwidth.study.run_config import train_config_of
     from depthwidth.train import train
 
     shape = Shape.from_dict(job.config["shape"])
-    config = train_config_of(job.config, threads=job.threads, checkpoint_every=job.checkpoint_every)
+    config = train_config_of(job.config, threads=job.threads, **job.execution)
     out = Path(job.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     callback = None
@@ -133,17 +121,14 @@ def merge_curve(curve: list[dict], evals: list[dict], *, tokens_per_step: int) -
 
 def _bench(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None, list[dict], str | None]:
     from depthwidth.bench.serving import BenchConfig, bench
+    from depthwidth.machine import MEASURED
     from depthwidth.shapes.shape import Shape
 
     shape = Shape.from_dict(job.config["shape"])
     b = job.config["bench"]
     config = BenchConfig(prompt_lens=tuple(b["prompt_lens"]), contexts=tuple(b["contexts"]),
                          batches=tuple(b["batches"]), repeat=b["repeat"], dtype=b["dtype"], threads=job.threads)
-    hardware = None
-    if job.config.get("hardware", "measured") != "measured":
-        from depthwidth.shapes.hardware import get_hardware
-
-        hardware = get_hardware(job.config["hardware"])
+    hardware = job.config.get("hardware", MEASURED)  # resolved by the bench: a table name, or this worker's profile
     callback = None
     if progress is not None:
         def callback(label: str, done: int, total: int) -> None:
@@ -152,4 +137,4 @@ def _bench(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None,
     return "completed", result.to_dict(), [], None
 
 
-__all__ = ["Job", "Outcome", "execute", "merge_curve", "run_dir", "train_config_of", "worker_name"]
+__all__ = ["Job", "Outcome", "execute", "merge_curve", "run_dir", "worker_name"]

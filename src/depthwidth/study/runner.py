@@ -192,6 +192,7 @@ def run_study(
             threads = ex_spec.threads or max(1, int(ex_spec.cpus_per_run))
         else:
             threads = ex_spec.threads or (local_threads() if todo else 1)
+        execution = spec.execution_settings()
         counts: Counter[str] = Counter()
         attempts: Counter[str] = Counter()
         queue = list(todo)
@@ -206,7 +207,7 @@ def run_study(
                 running.append(run.run_id)
                 runner.submit(Job(run_id=run.run_id, kind=run.kind, config=run.config,
                                   run_dir=str(run_dir(folder, run.run_id)), threads=threads,
-                                  checkpoint_every=spec.train.checkpoint_every, label=run.label()))
+                                  execution=execution, label=run.label()))
                 emit(StudyEvent(kind="run_start", run_id=run.run_id, label=run.label(),
                                 attempt=attempts[run.run_id]))
 

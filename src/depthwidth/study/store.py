@@ -1,6 +1,7 @@
 """The study store: one SQLite database (WAL journal) in the study folder, `study.sqlite`.
 
-Tables (schema version `SCHEMA_VERSION`, kept in `meta`):
+Tables (schema version `SCHEMA_VERSION`, kept in `meta`; a store of an earlier version is upgraded
+in place when opened, with a backup, see `depthwidth.study.migrate`):
     meta     key/value: schema_version, name, created_at, spec (JSON), spec_text, spec_source
     runs     one row per run: run_id (sha256 of its canonical config), kind ('train' | 'bench'), group,
              shape label, lr, seed, lr_trials, config (JSON; hashing it gives run_id again), in_spec
@@ -32,7 +33,7 @@ from typing import Any
 
 from depthwidth.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: training runs in run format 2 (TrainConfig's dict); 1 is upgraded on open
 STORE_FILE = "study.sqlite"
 STATUSES = ("pending", "running", "completed", "diverged", "failed")
 FINISHED = ("completed", "diverged")  # outcomes a resumed study never repeats
@@ -166,6 +167,15 @@ class Store:
             raise FileNotFoundError(f"{study_dir} holds no study ({STORE_FILE} not found)")
         store = cls(path, _connect(path))
         version = store._meta("schema_version")
+        if version == "1":  # written by an earlier version: upgraded in place (see depthwidth.study.migrate)
+            from depthwidth.study.migrate import upgrade_v1
+
+            try:
+                upgrade_v1(store._conn, path)
+            except BaseException:
+                store.close()
+                raise
+            version = store._meta("schema_version")
         if version != str(SCHEMA_VERSION):
             store.close()
             raise UserError(f"{path}: schema version {version}, this depthwidth reads version {SCHEMA_VERSION}")

@@ -16,7 +16,6 @@ _EXPORTS = {
     "TrainConfig": "depthwidth.train.config",
     "TrainProgress": "depthwidth.train.result",
     "TrainResult": "depthwidth.train.result",
-    "evaluate": "depthwidth.train.evaluate",
     "lr_at": "depthwidth.train.config",
     "make_optimizer": "depthwidth.train.loop",
     "measure_gemm_flops": "depthwidth.train.measure",

@@ -1,0 +1,103 @@
+"""The stored form of a study's run: its canonical config, whose sha256 is the run id.
+
+A training run (format `TRAIN_FORMAT` = 2):
+
+    {"kind": "train", "format": 2, "shape": Shape.to_dict(), "corpus_hash": "<sha256 of the corpus>",
+     "train": TrainConfig.to_dict() without its execution fields}
+
+`train` is `TrainConfig`'s own dict: every field that can change a run's numbers (lr, seed and tokens
+included), none of `EXECUTION_FIELDS` (threads, cache folder, checkpoint interval, MFU denominator),
+which the executor sets. `train_config_of` rebuilds the `TrainConfig` with one `from_dict`, so a field
+added to `TrainConfig` is stored, hashed and rebuilt with no edit here. The corpus content hash is part
+of the identity: editing a corpus file makes new runs instead of silently reusing old ones.
+
+A benchmark run (format `BENCH_FORMAT` = 1): {"kind": "bench", "format": 1, "shape", "bench", "hardware"}.
+
+Format 1 of a training run (studies written before: `data`, `train` with `min_lr_ratio`, `lr` and
+`seed` apart) is converted by `upgrade_run_config` to exactly the config the current expansion makes
+for the same spec, so an old study's finished runs keep their results under their new ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from depthwidth.train.config import EXECUTION_FIELDS, TrainConfig
+
+TRAIN_FORMAT = 2
+BENCH_FORMAT = 1
+#: TrainConfig fields that describe the data and batch geometry (the fairness check's "data").
+DATA_FIELDS = ("corpus", "tokenizer", "val_fraction", "test_fraction", "seq_len", "batch_size")
+#: TrainConfig fields a study sets per run (learning-rate trial, seed, group budget): not "settings".
+PER_RUN_FIELDS = ("lr", "min_lr", "seed", "tokens", "steps")
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted keys, no spaces, ASCII, no NaN: the same bytes for the same config everywhere."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def config_hash(config: dict) -> str:
+    return hashlib.sha256(canonical_json(config).encode()).hexdigest()
+
+
+def train_run_config(*, shape: dict, corpus_hash: str, config: TrainConfig) -> dict:
+    """The canonical config of one training run."""
+    train = {k: v for k, v in config.to_dict().items() if k not in EXECUTION_FIELDS}
+    return {"kind": "train", "format": TRAIN_FORMAT, "shape": shape, "corpus_hash": corpus_hash, "train": train}
+
+
+def train_config_of(run_config: dict, **execution: Any) -> TrainConfig:
+    """The trainer's `TrainConfig` of a stored training run, with the executor's `execution` fields
+    (threads, checkpoint_every, cache_dir, peak_flops) added."""
+    run_config = upgrade_run_config(run_config)
+    unknown = sorted(set(execution) - set(EXECUTION_FIELDS))
+    if unknown:
+        raise TypeError(f"not execution fields: {', '.join(unknown)}; expected some of {', '.join(EXECUTION_FIELDS)}")
+    return TrainConfig.from_dict({**run_config["train"], **execution})
+
+
+def run_data(run_config: dict) -> dict:
+    """What a run trains on: corpus content hash, tokenizer, split and batch geometry."""
+    run_config = upgrade_run_config(run_config)
+    train = run_config["train"]
+    return {"corpus_hash": run_config["corpus_hash"], **{k: train.get(k) for k in DATA_FIELDS}}
+
+
+def run_settings(run_config: dict) -> dict:
+    """A run's training settings apart from its data and what a study varies per run; the final
+    learning rate appears as its ratio to the peak (which is what a spec sets)."""
+    train = upgrade_run_config(run_config)["train"]
+    out = {k: v for k, v in train.items() if k not in DATA_FIELDS and k not in PER_RUN_FIELDS}
+    if train.get("min_lr") is not None and train.get("lr"):
+        out["min_lr_ratio"] = float(f"{train['min_lr'] / train['lr']:.12g}")
+    return out
+
+
+def run_tokens(run_config: dict) -> int | None:
+    """Training tokens of a run as configured."""
+    return upgrade_run_config(run_config)["train"].get("tokens")
+
+
+def upgrade_run_config(config: dict) -> dict:
+    """A training run's config in the current format (format 1 converted; anything else unchanged).
+    Format 1 trained with `min_lr = lr * min_lr_ratio` and every other field at its default; the
+    conversion computes the same value the same way, so the trainer's own config hash (and with it a
+    checkpoint of an unfinished run) is unchanged."""
+    if config.get("kind") != "train" or config.get("format") != 1:
+        return config
+    d, t = config["data"], config["train"]
+    train = TrainConfig(
+        corpus=d["corpus"], tokenizer=d["tokenizer"], val_fraction=d["val_fraction"], seq_len=d["seq_len"],
+        batch_size=d["batch_size"], tokens=t["tokens"], lr=config["lr"], min_lr=config["lr"] * t["min_lr_ratio"],
+        warmup=t["warmup"], schedule=t["schedule"], beta1=t["beta1"], beta2=t["beta2"],
+        weight_decay=t["weight_decay"], grad_clip=t["grad_clip"], dtype=t["dtype"], dropout=t["dropout"],
+        eval_every=t["eval_every"], eval_windows=t["eval_windows"], seed=config["seed"],
+    )
+    return train_run_config(shape=config["shape"], corpus_hash=d["corpus_hash"], config=train)
+
+
+__all__ = ["BENCH_FORMAT", "DATA_FIELDS", "PER_RUN_FIELDS", "TRAIN_FORMAT", "canonical_json", "config_hash",
+           "run_data", "run_settings", "run_tokens", "train_config_of", "train_run_config", "upgrade_run_config"]

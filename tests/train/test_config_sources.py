@@ -1,0 +1,102 @@
+"""`TrainConfig` is the one description of a run: every field can be set from the `train` CLI and
+from a study spec, and both give back the same `TrainConfig`. The CLI flags and the spec's [train] keys
+are derived from the dataclass fields, so a new field reaches both with no edit (this test then only
+needs a sample value for it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from depthwidth.cli import build_parser
+from depthwidth.cli.train import config_from_args, flag
+from depthwidth.study.expand import DataInfo, expand
+from depthwidth.study.run_config import train_config_of
+from depthwidth.study.schema import SpecError
+from depthwidth.study.spec import PLACED, parse_spec
+from depthwidth.train.config import EXECUTION_FIELDS, TrainConfig
+
+#: a value different from the default for every field (tokens sets the budget; steps stays None)
+SAMPLE = dict(
+    corpus="python-docs", tokenizer="char", val_fraction=0.2, test_fraction=0.05, seq_len=64, batch_size=8,
+    micro_batch=4, cache_dir="/tmp/depthwidth-cache-x", steps=None, tokens=8 * 64 * 20, lr=2e-3, min_lr=3e-4,
+    warmup=3, schedule="linear", beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.05, decay_embeddings=True,
+    grad_clip=0.5, dropout=0.1, dtype="bf16", device="cpu", threads=1, attn_impl="eager", seed=7, eval_every=5,
+    eval_windows=3, checkpoint_every=10, diverge_factor=3.0, peak_flops=1e12,
+)
+WANT = TrainConfig(**SAMPLE)
+
+
+def test_the_sample_covers_every_field_with_a_non_default():
+    fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    assert set(SAMPLE) == set(fields)
+    assert [name for name, value in SAMPLE.items() if value == fields[name] and name != "steps"] == []
+
+
+def _argv() -> list[str]:
+    argv = []
+    for name, value in SAMPLE.items():
+        if value is None:
+            continue
+        argv += [flag(name)] if value is True else [flag(name), str(value)]
+    return argv
+
+
+def test_every_field_from_the_train_cli():
+    args = build_parser().parse_args(["train", "--shape", "L2-H32-A2", *_argv()])
+    assert config_from_args(args) == WANT
+
+
+def test_cli_defaults_are_the_dataclass_defaults():
+    args = build_parser().parse_args(["train", "--shape", "L2-H32-A2", "--steps", "5"])
+    assert config_from_args(args) == TrainConfig(steps=5)
+
+
+def _toml(value) -> str:
+    return "true" if value is True else "false" if value is False else json.dumps(value)
+
+
+def _spec_text(sample: dict) -> str:
+    where: dict[str, list[str]] = {"data": [], "eval": [], "train": [], "execution": []}
+    for name, value in sample.items():
+        if value is None or name in ("lr", "seed"):
+            continue
+        section, _, key = PLACED.get(name, f"train.{name}").partition(".")
+        where[section].append(f"{key} = {_toml(value)}")
+    body = "\n\n".join(f"[{section}]\n" + "\n".join(lines) for section, lines in where.items())
+    return (f'name = "every-field"\nseeds = [{sample["seed"]}]\n\n{body}\n\n[lr]\ngrid = [{sample["lr"]}]\n\n'
+            "[bench]\nenabled = false\n\n[[shape]]\nn_layers = 2\nd_model = 32\nn_heads = 2\n")
+
+
+def test_every_field_from_a_study_spec():
+    spec = parse_spec(_spec_text(SAMPLE), source="every.toml")
+    runs = expand(spec, data=DataInfo(corpus_hash="c0ffee", vocab_size=256, train_tokens=10**6)).train_runs
+    assert len(runs) == 1
+    execution = {k: v for k, v in spec.execution_settings().items() if k in EXECUTION_FIELDS}
+    assert train_config_of(runs[0].config, threads=spec.execution.threads, **execution) == WANT
+    # what the executor sets is not part of the run's identity
+    assert not set(EXECUTION_FIELDS) & set(runs[0].config["train"])
+
+
+def test_a_field_set_elsewhere_in_a_spec_is_refused_in_train():
+    text = _spec_text(SAMPLE).replace("[train]\n", "[train]\nseq_len = 32\n", 1)
+    with pytest.raises(SpecError, match=r"train.seq_len: seq_len is set by data.seq_len"):
+        parse_spec(text, source="every.toml")
+
+
+def test_a_bad_value_in_train_names_its_key_and_line():
+    text = _spec_text(SAMPLE).replace("eps = 1e-06", "eps = -1.0")
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, source="every.toml")
+    assert info.value.key == "train.eps" and "eps=-1.0 must be a finite number > 0" in str(info.value)
+    assert text.splitlines()[info.value.line - 1] == "eps = -1.0"
+
+
+def test_a_bad_flag_value_names_the_flag():
+    from depthwidth.errors import UserError
+
+    args = build_parser().parse_args(["train", "--shape", "L2-H32-A2", "--steps", "5", "--warmup", "9"])
+    with pytest.raises(UserError, match=r"^--warmup: warmup=9 must be fewer than the 5 training steps$"):
+        config_from_args(args)
