@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from depthwidth.errors import UserError
-from depthwidth.study.executors.base import JobFunction, make_executor
+from depthwidth.study.executors import JobFunction, make_executor
 from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
 from depthwidth.study.spec import StudySpec, load_spec

@@ -1,5 +1,30 @@
-"""Executors: where a study's runs execute. `local` (default) or `ray` (the `ray` extra)."""
+"""Executors: where a study's runs execute. `local` (default) or `ray` (the `ray` extra).
 
-from depthwidth.study.executors.base import EXECUTORS, Executor, make_executor
+The interface is `base.Executor`; the implementations import only `base`, and the factory below
+imports each implementation when it is asked for (so the optional Ray backend loads only with it).
+"""
 
-__all__ = ["EXECUTORS", "Executor", "make_executor"]
+from __future__ import annotations
+
+from depthwidth.errors import UserError
+from depthwidth.study.executors.base import EXECUTORS, Executor, JobFunction
+from depthwidth.study.jobs import JobProgress, execute
+
+
+def make_executor(name: str, *, address: str | None = None, study_dir: str | None = None,
+                  cpus_per_run: float = 1, gpus_per_run: float = 0, job_fn: JobFunction = execute,
+                  progress: JobProgress | None = None) -> Executor:
+    """'local' (this process, one run after another) or 'ray' (the `ray` extra)."""
+    if name == "local":
+        from depthwidth.study.executors.local import LocalExecutor
+
+        return LocalExecutor(job_fn=job_fn, progress=progress)
+    if name == "ray":
+        from depthwidth.study.executors.ray import RayExecutor
+
+        return RayExecutor(address=address, study_dir=study_dir, cpus_per_run=cpus_per_run,
+                           gpus_per_run=gpus_per_run, job_fn=job_fn)
+    raise UserError(f"executor={name!r} is not known; expected one of {', '.join(EXECUTORS)}")
+
+
+__all__ = ["EXECUTORS", "Executor", "JobFunction", "make_executor"]

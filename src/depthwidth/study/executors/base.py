@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from depthwidth.errors import UserError
-from depthwidth.study.jobs import Job, JobProgress, Outcome, execute
+from depthwidth.study.jobs import Job, Outcome
 
 #: What runs a job: `execute` in production; tests may pass a stand-in with the same signature.
 JobFunction = Callable[..., Outcome]
@@ -39,20 +38,4 @@ class Executor(Protocol):
     def describe(self) -> str: ...
 
 
-def make_executor(name: str, *, address: str | None = None, study_dir: str | None = None,
-                  cpus_per_run: float = 1, gpus_per_run: float = 0, job_fn: JobFunction = execute,
-                  progress: JobProgress | None = None) -> Executor:
-    """'local' (this process, one run after another) or 'ray' (the `ray` extra)."""
-    if name == "local":
-        from depthwidth.study.executors.local import LocalExecutor
-
-        return LocalExecutor(job_fn=job_fn, progress=progress)
-    if name == "ray":
-        from depthwidth.study.executors.ray import RayExecutor
-
-        return RayExecutor(address=address, study_dir=study_dir, cpus_per_run=cpus_per_run,
-                           gpus_per_run=gpus_per_run, job_fn=job_fn)
-    raise UserError(f"executor={name!r} is not known; expected one of {', '.join(EXECUTORS)}")
-
-
-__all__ = ["EXECUTORS", "Executor", "JobFunction", "make_executor"]
+__all__ = ["EXECUTORS", "Executor", "JobFunction"]
