@@ -173,11 +173,6 @@ def check_value(check: Checker, value: Any, *, key: str, source: str = "<spec>")
         raise SpecError(str(exc), source=source, key=key) from None
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """{key: doc} of a section, for help texts."""
-    return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls) if "check" in f.metadata}
-
-
 def _join(key: str, name: str) -> str:
     return f"{key}.{name}" if key else name
 
@@ -233,5 +228,5 @@ def _prefix(path: list[tuple[str, int | None]], parts: list[tuple[str, int | Non
     return True
 
 
-__all__ = ["SpecError", "array", "boolean", "build", "check_value", "checked", "choice", "field_docs", "integer",
+__all__ = ["SpecError", "array", "boolean", "build", "check_value", "checked", "choice", "integer",
            "locate", "number", "optional", "text"]
