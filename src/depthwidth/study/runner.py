@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from depthwidth.errors import UserError
@@ -169,14 +169,13 @@ def run_study(
     spec = expansion.spec
     folder = Path(study_dir) if study_dir is not None else default_study_dir(spec)
     emit = on_event or (lambda event: None)
-    ex_spec = spec.execution
     running: list[str] = []  # run ids in flight, in submission order
 
     def progress(**values) -> None:  # the local executor's live view of its one running job
         emit(StudyEvent(kind="run_progress", run_id=running[0] if running else "", progress=values))
 
-    runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=ex_spec.cpus_per_run,
-                           gpus_per_run=ex_spec.gpus_per_run, job_fn=job_fn, progress=progress)
+    runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=spec.execution.cpus_per_run,
+                           gpus_per_run=spec.execution.gpus_per_run, job_fn=job_fn, progress=progress)
     if executor == "ray":
         from depthwidth.study.executors.ray import import_ray
 
@@ -187,46 +186,14 @@ def run_study(
         stored = {r.run_id: r for r in store.runs()}
         todo = [r for r in _ordered(expansion.runs) if not stored[r.run_id].finished]
         skipped = len(expansion.runs) - len(todo)
-        current: dict[str, Run] = {r.run_id: r for r in todo}
-        if executor == "ray":
-            threads = ex_spec.threads or max(1, int(ex_spec.cpus_per_run))
-        else:
-            threads = ex_spec.threads or (local_threads() if todo else 1)
-        execution = spec.execution_settings()
-        counts: Counter[str] = Counter()
-        attempts: Counter[str] = Counter()
-        queue = list(todo)
+        threads = _threads(spec, executor=executor, busy=bool(todo))
         runner.start()
         try:
             emit(StudyEvent(kind="start", total=len(expansion.runs), done=skipped, todo=len(todo),
                             note=f"{runner.describe()}; {threads} torch thread(s) per run"))
-
-            def submit(run: Run) -> None:
-                attempts[run.run_id] += 1
-                store.mark_running(run.run_id, worker=runner.name)
-                running.append(run.run_id)
-                runner.submit(Job(run_id=run.run_id, kind=run.kind, config=run.config,
-                                  run_dir=str(run_dir(folder, run.run_id)), threads=threads,
-                                  execution=execution, label=run.label()))
-                emit(StudyEvent(kind="run_start", run_id=run.run_id, label=run.label(),
-                                attempt=attempts[run.run_id]))
-
-            while queue or runner.pending():
-                while queue and runner.pending() < runner.capacity:
-                    submit(queue.pop(0))
-                job, outcome = runner.wait()
-                running.remove(job.run_id)
-                run = current[job.run_id]
-                if _record(store, outcome, attempts=attempts[job.run_id], max_attempts=ex_spec.max_attempts):
-                    counts[outcome.status] += 1
-                    emit(StudyEvent(kind="run_end", total=len(expansion.runs), done=skipped + sum(counts.values()),
-                                    run_id=job.run_id, label=run.label(), status=outcome.status,
-                                    error=outcome.error, seconds=outcome.wall_seconds))
-                else:
-                    counts["retries"] += 1
-                    emit(StudyEvent(kind="retry", run_id=job.run_id, label=run.label(), error=outcome.error,
-                                    attempt=attempts[job.run_id]))
-                    queue.insert(0, run)
+            driver = _Driver(store=store, runner=runner, folder=folder, spec=spec, threads=threads, emit=emit,
+                             running=running, total=len(expansion.runs), skipped=skipped)
+            counts = driver.run(todo)
         finally:
             runner.close()
         report = RunReport(study_dir=str(folder), name=spec.name, total=len(expansion.runs), skipped=skipped,
@@ -234,6 +201,64 @@ def run_study(
                            failed=counts["failed"], retries=counts["retries"], executor=runner.describe())
         emit(StudyEvent(kind="done", total=report.total, done=skipped + report.completed + report.diverged))
         return report
+
+
+def _threads(spec: StudySpec, *, executor: str, busy: bool) -> int:
+    """Torch threads per run: execution.threads, else the CPUs per Ray task, else the idle local cores."""
+    if spec.execution.threads:
+        return spec.execution.threads
+    if executor == "ray":
+        return max(1, int(spec.execution.cpus_per_run))
+    return local_threads() if busy else 1
+
+
+@dataclass(kw_only=True, slots=True)
+class _Driver:
+    """Keeps the executor full, records each outcome as it arrives, and retries failed attempts."""
+
+    store: Store
+    runner: object
+    folder: Path
+    spec: StudySpec
+    threads: int
+    emit: EventCallback
+    running: list[str]
+    total: int
+    skipped: int
+    counts: Counter = field(default_factory=Counter)
+    attempts: Counter = field(default_factory=Counter)
+
+    def run(self, todo: list[Run]) -> Counter:
+        current = {r.run_id: r for r in todo}
+        queue = list(todo)
+        while queue or self.runner.pending():
+            while queue and self.runner.pending() < self.runner.capacity:
+                self._submit(queue.pop(0))
+            job, outcome = self.runner.wait()
+            self.running.remove(job.run_id)
+            run = current[job.run_id]
+            if _record(self.store, outcome, attempts=self.attempts[job.run_id],
+                       max_attempts=self.spec.execution.max_attempts):
+                self.counts[outcome.status] += 1
+                self.emit(StudyEvent(kind="run_end", total=self.total, done=self.skipped + sum(self.counts.values()),
+                                     run_id=job.run_id, label=run.label(), status=outcome.status,
+                                     error=outcome.error, seconds=outcome.wall_seconds))
+            else:
+                self.counts["retries"] += 1
+                self.emit(StudyEvent(kind="retry", run_id=job.run_id, label=run.label(), error=outcome.error,
+                                     attempt=self.attempts[job.run_id]))
+                queue.insert(0, run)
+        return self.counts
+
+    def _submit(self, run: Run) -> None:
+        self.attempts[run.run_id] += 1
+        self.store.mark_running(run.run_id, worker=self.runner.name)
+        self.running.append(run.run_id)
+        self.runner.submit(Job(run_id=run.run_id, kind=run.kind, config=run.config,
+                               run_dir=str(run_dir(self.folder, run.run_id)), threads=self.threads,
+                               execution=self.spec.execution_settings(), label=run.label()))
+        self.emit(StudyEvent(kind="run_start", run_id=run.run_id, label=run.label(),
+                             attempt=self.attempts[run.run_id]))
 
 
 def _record(store: Store, outcome: Outcome, *, attempts: int, max_attempts: int) -> bool:
