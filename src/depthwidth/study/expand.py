@@ -14,7 +14,6 @@ times r (not each member's own count, so members of one family train on exactly 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.schema import SpecError
