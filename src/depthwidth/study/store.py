@@ -31,12 +31,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from depthwidth.train.result import STATUSES as RUN_STATUSES
+
 from depthwidth.errors import UserError
 
 SCHEMA_VERSION = 2  # 2: training runs in run format 2 (TrainConfig's dict); 1 is upgraded on open
 STORE_FILE = "study.sqlite"
-STATUSES = ("pending", "running", "completed", "diverged", "failed")
-FINISHED = ("completed", "diverged")  # outcomes a resumed study never repeats
+#: a stored run's status: waiting or in flight, then how its run ended (`depthwidth.train.result.STATUSES`)
+STATUSES = ("pending", "running", *RUN_STATUSES)
+FINISHED = tuple(s for s in RUN_STATUSES if s != "failed")  # outcomes a resumed study never repeats
 CURVE_KEYS = ("step", "tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
 RESULT_KEYS = ("val_loss", "tokens_per_s", "mfu", "peak_memory_bytes", "params", "tokens", "batch_stream_hash",
                "corpus_hash")
@@ -307,7 +310,7 @@ class Store:
     def mark_running(self, run_id: str, *, worker: str | None = None) -> None:
         with self._tx() as c:
             c.execute("UPDATE runs SET status = 'running', attempts = attempts + 1, started_at = ?, worker = ?, "
-                      "error = NULL WHERE run_id = ? AND status NOT IN ('completed', 'diverged')",
+                      f"error = NULL WHERE run_id = ? AND status NOT IN ({', '.join(repr(s) for s in FINISHED)})",
                       (time.time(), worker, run_id))
 
     def record_finished(self, run_id: str, *, status: str, result: dict, curve: list[dict],
