@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
-from depthwidth.shapes.ops import FINAL_NORM, NORM1, NORM2
+from depthwidth.shapes.ops import FINAL_NORM, NORM1, NORM2, attn_kernel
 from depthwidth.shapes.shape import Shape
 
 #: Bytes per element, by dtype name. Sources: IEEE 754-2008 (fp32 binary32, fp16 binary16);
@@ -63,7 +63,6 @@ from depthwidth.shapes.shape import Shape
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 #: Dtypes an activation, a residual stream or a parameter may be kept in.
 FLOAT_DTYPES = ("fp32", "bf16", "fp16")
-ATTN_IMPLS = ("fused", "eager", "sdpa")  # "sdpa" is the model's name for "fused"
 DEVICES = ("cuda", "cpu")
 NORM_IMPLS = ("fused", "composite")
 RECOMPUTE_KINDS = ("none", "selective", "full")
@@ -113,9 +112,7 @@ class ActivationSetup:
         if self.residual_dtype is None:
             object.__setattr__(self, "residual_dtype", self.activation_dtype)
         check_choice("residual_dtype", self.residual_dtype, FLOAT_DTYPES)
-        check_choice("attn_impl", self.attn_impl, ATTN_IMPLS)
-        if self.attn_impl == "sdpa":
-            object.__setattr__(self, "attn_impl", "fused")
+        object.__setattr__(self, "attn_impl", attn_kernel(self.attn_impl))
         check_bool("dropout", self.dropout)
         check_choice("device", self.device, DEVICES)
         if self.norm_impl is None:

@@ -61,10 +61,10 @@ from depthwidth.shapes.ops import (
     NORM1,
     NORM2,
     QKV,
+    attn_kernel,
 )
 from depthwidth.shapes.shape import Shape
 
-ATTN_IMPLS = ("fused", "eager")  # "sdpa" and "flash" are read as "fused"
 LOGITS = ("all", "last")
 KINDS = ("prefill", "decode", "forward", "train_step")
 
@@ -247,8 +247,7 @@ def _roofline(
     hw = _hw(hardware)
     for name, value in (("batch", batch), ("tp", tp), ("pp", pp)):
         check_int(name, value)
-    attn_impl = "fused" if attn_impl in ("sdpa", "flash") else attn_impl
-    check_choice("attn_impl", attn_impl, ATTN_IMPLS)
+    attn_impl = attn_kernel(attn_impl)
     check_choice("logits", logits, LOGITS)
     _check_pp(shape, pp)
     size = dtype_bytes(dtype)

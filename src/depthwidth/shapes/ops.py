@@ -35,6 +35,22 @@ FUSED_ATTENTION_OPS = (ATTN_SCORES, ATTN_SOFTMAX, ATTN_VALUES)  # what ATTENTION
 OP_NAMES = BLOCK_OPS + HEAD_OPS + (ATTENTION,)
 
 
+#: How attention is computed, as the analytic core counts it: "fused" (one kernel, FlashAttention /
+#: PyTorch SDPA: no T x T tensor in memory) or "eager" (scores, softmax and values as separate ops).
+ATTN_KERNELS = ("fused", "eager")
+#: Other names accepted for a kernel: the model's `attn_impl="sdpa"` (depthwidth.model.kernels) and "flash".
+ATTN_KERNEL_ALIASES = {"sdpa": "fused", "flash": "fused"}
+
+
+def attn_kernel(name: str) -> str:
+    """The analytic kernel name of `name` (an alias is translated); UserError for an unknown one."""
+    from depthwidth.shapes.checks import check_choice
+
+    name = ATTN_KERNEL_ALIASES.get(name, name) if isinstance(name, str) else name
+    check_choice("attn_impl", name, ATTN_KERNELS + tuple(ATTN_KERNEL_ALIASES))
+    return name
+
+
 def check_op_name(name: str) -> None:
     """Raise ValueError for a name outside `OP_NAMES` (a defect of the caller, not a user mistake)."""
     if name not in OP_NAMES:
@@ -42,7 +58,7 @@ def check_op_name(name: str) -> None:
 
 
 __all__ = [
-    "ATTENTION", "ATTN_OUT", "ATTN_SCORES", "ATTN_SOFTMAX", "ATTN_VALUES", "BLOCK_OPS", "FINAL_NORM",
+    "ATTENTION", "ATTN_KERNELS", "ATTN_KERNEL_ALIASES", "attn_kernel", "ATTN_OUT", "ATTN_SCORES", "ATTN_SOFTMAX", "ATTN_VALUES", "BLOCK_OPS", "FINAL_NORM",
     "FUSED_ATTENTION_OPS", "HEAD_OPS", "LM_HEAD", "MLP_ACT", "MLP_DOWN", "MLP_UP", "NORM1", "NORM2", "OP_NAMES",
     "QKV", "check_op_name",
 ]

@@ -18,7 +18,8 @@ from typing import Any
 
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int
-from depthwidth.shapes.activations import ATTN_IMPLS, DEVICES, FLOAT_DTYPES
+from depthwidth.shapes.activations import DEVICES, FLOAT_DTYPES
+from depthwidth.shapes.ops import ATTN_KERNEL_ALIASES, ATTN_KERNELS
 from depthwidth.shapes.flops import ATTENTION_KINDS, RECOMPUTE_KINDS, FlopBreakdown, flops
 from depthwidth.shapes.memory import KV_DTYPES, OPTIMIZER_STATES, TRAIN_PRECISIONS, ZERO_STAGES, MemoryBreakdown, memory
 from depthwidth.shapes.params import ParamBreakdown, count_params
@@ -63,7 +64,7 @@ class SummarySettings:
             ("param_dtype", FLOAT_DTYPES),
             ("optimizer", tuple(OPTIMIZER_STATES)),
             ("zero_stage", ZERO_STAGES),
-            ("attn_impl", ATTN_IMPLS),
+            ("attn_impl", ATTN_KERNELS + tuple(ATTN_KERNEL_ALIASES)),
             ("device", DEVICES),
             ("kv_dtype", KV_DTYPES),
         ):
