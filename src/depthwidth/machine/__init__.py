@@ -1,0 +1,96 @@
+"""What the device is and can do: capabilities, the measured profile and where it is kept, the MFU
+peak, and the one reading of a hardware argument. Asked by every layer above (model, data, train,
+bench, study, report, cli); imports only the standard library, `depthwidth.errors`,
+`depthwidth.shapes` and, inside the functions that measure, torch.
+
+    device.py    capabilities (CPU name and flags, native bf16), device names
+    paths.py     the cache folder and the profile files
+    profile.py   HardwareProfile / GemmResult, load and save (atomic), conversion to HardwareSpec
+    stored.py    which stored profile fits a use
+    measure.py   GEMM, copy bandwidth, tiny-op costs -> a profile; the cached profile
+    peak.py      the MFU denominator: config, else a stored profile, else a GEMM timed now
+    resolve.py   a hardware argument (table name, "measured", profile path) -> HardwareSpec
+"""
+
+from depthwidth.machine.device import (
+    BF16_CPU_FLAGS,
+    CpuInfo,
+    DeviceCapabilities,
+    capabilities,
+    cpu_capabilities,
+    device_kind,
+    device_name,
+    parse_cpuinfo,
+    read_cpuinfo,
+)
+from depthwidth.machine.measure import (
+    BlockOverhead,
+    best_seconds,
+    cached_profile,
+    default_gemm_n,
+    gemm_profile,
+    measure_copy_bandwidth,
+    measure_gemm,
+    measure_op_overheads,
+    measure_profile,
+    memory_capacity,
+    torch_threads,
+)
+from depthwidth.machine.paths import CACHE_ENV, PROFILE_ENV, cache_dir, profile_candidates, profile_path
+from depthwidth.machine.peak import PeakFlops, peak_flops
+from depthwidth.machine.profile import (
+    CPU_DTYPES,
+    CUDA_DTYPES,
+    GemmResult,
+    HardwareProfile,
+    load_profile,
+    profile_to_hardware,
+    save_profile,
+)
+from depthwidth.machine.resolve import MEASURED, hardware_choice, is_measured, measured_hardware, resolve_hardware
+from depthwidth.machine.stored import EAGER_BLOCK_OP, ProfileMatch, find_profile
+
+__all__ = [
+    "BF16_CPU_FLAGS",
+    "CACHE_ENV",
+    "CPU_DTYPES",
+    "CUDA_DTYPES",
+    "EAGER_BLOCK_OP",
+    "MEASURED",
+    "PROFILE_ENV",
+    "BlockOverhead",
+    "CpuInfo",
+    "DeviceCapabilities",
+    "GemmResult",
+    "HardwareProfile",
+    "PeakFlops",
+    "ProfileMatch",
+    "best_seconds",
+    "cache_dir",
+    "cached_profile",
+    "capabilities",
+    "cpu_capabilities",
+    "default_gemm_n",
+    "device_kind",
+    "device_name",
+    "find_profile",
+    "gemm_profile",
+    "hardware_choice",
+    "is_measured",
+    "load_profile",
+    "measure_copy_bandwidth",
+    "measure_gemm",
+    "measure_op_overheads",
+    "measure_profile",
+    "measured_hardware",
+    "memory_capacity",
+    "parse_cpuinfo",
+    "peak_flops",
+    "profile_candidates",
+    "profile_path",
+    "profile_to_hardware",
+    "read_cpuinfo",
+    "resolve_hardware",
+    "save_profile",
+    "torch_threads",
+]
