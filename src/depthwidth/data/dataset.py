@@ -44,9 +44,10 @@ SPLIT_RULE = "contiguous per slice: train head, then validation, then test tail 
 
 
 def default_cache_dir() -> Path:
-    """$DEPTHWIDTH_CACHE, else ~/.cache/depthwidth."""
-    env = os.environ.get("DEPTHWIDTH_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "depthwidth"
+    """The cache folder of `depthwidth.machine.cache_dir` ($DEPTHWIDTH_CACHE, else ~/.cache/depthwidth)."""
+    from depthwidth.machine import cache_dir
+
+    return cache_dir()
 
 
 def resolve_cache_dir(cache_dir: str | os.PathLike | None) -> Path:

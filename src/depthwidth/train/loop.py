@@ -28,6 +28,7 @@ from depthwidth.errors import UserError
 from depthwidth.data.batches import BatchStream, gather_windows
 from depthwidth.data.dataset import Dataset, load_dataset, resolve_cache_dir
 from depthwidth.data.probes import parse_probe_spec, probe_test_set
+from depthwidth.machine import peak_flops
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
@@ -35,7 +36,7 @@ from depthwidth.shapes.shape import Shape
 from depthwidth.train import checkpoint as ckpt
 from depthwidth.train.config import TrainConfig, lr_at
 from depthwidth.train.evaluate import evaluate, position_buckets
-from depthwidth.train.measure import SavedTensorMeter, peak_flops, peak_rss_bytes, state_bytes
+from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
 from depthwidth.train.probe_eval import probe_accuracy
 from depthwidth.train.result import TrainProgress, TrainResult
 from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
