@@ -134,15 +134,34 @@ def test_timing_statistics() -> None:
         Timing.from_samples([])
 
 
-def test_profile_path_keeps_the_shared_file_for_all_cores(tmp_path, monkeypatch) -> None:
-    import os
+def _stored_profile(*, threads: int, block: bool = True):
+    """A full, complete profile of this machine at `threads` threads, saved where the bench looks."""
+    from depthwidth.machine import EAGER_BLOCK_OP, HardwareProfile, device_name, profile_path, save_profile
 
-    from depthwidth.bench.serving import profile_path
+    overheads = {"add": 1e-6, **({EAGER_BLOCK_OP: 4e-6} if block else {})}
+    profile = HardwareProfile(
+        device="cpu", device_name=device_name("cpu"), threads=threads, gemm=(), peak_flops={"fp32": 1e11, "bf16": 2e11},
+        copy_bandwidth=2e10, op_overhead_s=4e-6, op_overheads=overheads, mem_capacity=8e9,
+        torch_version=torch.__version__, created="2026-01-01T00:00:00+00:00",
+    )
+    return save_profile(profile, profile_path(threads=threads))
+
+
+def test_measured_hardware_is_the_stored_profile_of_these_threads(tmp_path, monkeypatch) -> None:
+    from depthwidth.bench.serving import bench_hardware
 
     monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path))
-    cores = os.cpu_count()
-    assert profile_path(threads=cores) == tmp_path / "hw-profile.json"
-    assert profile_path(threads=cores + 1) == tmp_path / f"hw-profile-{cores + 1}threads.json"
+    path = _stored_profile(threads=1)
+    before = path.read_text()
+    spec = bench_hardware("measured", threads=1, dtype="bf16")
+    assert spec.name == "measured-cpu" and spec.peak("fp32") == 1e11 and spec.op_overhead_s == 4e-6
+    assert path.read_text() == before  # it fitted: nothing measured, nothing rewritten
+    result = bench(TINY, BenchConfig(**{**QUICK, "batches": (), "threads": 1}))
+    assert result.hardware["name"] == "measured-cpu" and result.hardware["mem_bandwidth"] == 2e10
+    assert bench_hardware("h100", threads=1).name == "h100-sxm"
+    assert bench_hardware(str(path), threads=1).mem_bandwidth == 2e10
+    with pytest.raises(ValueError, match="hardware: unknown hardware 'h900'.*'measured'"):
+        bench_hardware("h900", threads=1)
 
 
 def test_default_lengths_are_cut_to_the_position_table() -> None:

@@ -12,27 +12,34 @@ Method (what a serving engineer measures, e.g. vLLM's benchmark_latency / MLPerf
   with the cache (prefill included); tokens/s = batch * new_tokens / seconds.
 - `warmup` untimed runs, then `repeat` timed ones: median, quartiles and min/max.
 Predictions come from `shapes.latency` (`predict_prefill`, `predict_decode`) with the hardware profile
-measured on this machine (`bench.hw`); a generation is predicted as one prefill plus its decode steps.
+measured on this machine (`depthwidth.machine`, "measured") or any other hardware argument; a generation
+is predicted as one prefill plus its decode steps.
 """
 
 from __future__ import annotations
 
-import copy
-import os
 import platform
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-from depthwidth.errors import UserError
-from depthwidth.bench.quantize import quantize_int8
 from depthwidth.bench.results import BenchResult, KVCacheCheck, LatencyPoint, ThroughputPoint
-from depthwidth.bench.target import LoadedTarget, load_target
+from depthwidth.bench.target import load_target, variant_model
 from depthwidth.bench.timing import time_call
+from depthwidth.errors import UserError
+from depthwidth.machine import (
+    MEASURED,
+    cached_profile,
+    capabilities,
+    device_name,
+    is_measured,
+    measured_hardware,
+    resolve_hardware,
+    torch_threads,
+)
 from depthwidth.model.cache import KVCache
 from depthwidth.model.generate import generate, new_cache
 from depthwidth.shapes.hardware import HardwareSpec
@@ -40,7 +47,6 @@ from depthwidth.shapes.shape import Shape
 
 DTYPES = ("fp32", "bf16")
 QUANTIZE = (None, "int8")
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 #: prompt and context lengths measured unless given (those that fit the model's position table)
 DEFAULT_LENGTHS = (16, 64, 256)
 #: Progress callback: (what is being measured, steps done, steps in all).
@@ -167,46 +173,25 @@ class BenchConfig:
         return out
 
 
-@contextmanager
-def _threads(n: int | None) -> Iterator[int]:
-    before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield torch.get_num_threads()
-    finally:
-        torch.set_num_threads(before)
+def machine_hardware(*, threads: int, dtypes: tuple[str, ...] | None = None) -> HardwareSpec:
+    """This machine's measured `HardwareSpec` at `threads` threads: its stored profile when it fits,
+    else a measurement saved for the next run (`machine.cached_profile`, with the per-op cost of our
+    eager block), read as "measured" is everywhere (`machine.measured_hardware`: torch.mm rates, the
+    path `nn.Linear` takes). `dtypes` default to those native on this machine."""
+    from depthwidth.bench.hw import eager_block_overhead
+
+    profile = cached_profile(threads=threads, dtypes=dtypes, block_overhead=eager_block_overhead)
+    return measured_hardware(profile)
 
 
-def _variant_model(loaded: LoadedTarget, variant: str) -> torch.nn.Module:
-    """The model to time for `variant`; `loaded.model` itself stays fp32 and unchanged."""
-    if variant == "int8":
-        return quantize_int8(loaded.model)
-    if variant == "fp32":
-        return loaded.model
-    return copy.deepcopy(loaded.model).to(TORCH_DTYPES[variant])
-
-
-def profile_path(*, threads: int) -> Path:
-    """Where the hardware profile for `threads` threads is kept: with all cores the shared default
-    file (`bench.hw.default_profile_path`, also used by the trainer and `depthwidth hw`); with fewer,
-    a sibling file per thread count, so that a 1-thread benchmark does not replace that profile."""
-    from depthwidth.bench.hw import default_profile_path
-
-    path = default_profile_path()
-    if threads != (os.cpu_count() or threads):
-        path = path.with_name(f"{path.stem}-{threads}threads{path.suffix}")
-    return path
-
-
-def machine_hardware(*, threads: int) -> HardwareSpec:
-    """The `HardwareSpec` of this machine at `threads` threads: its stored profile (`profile_path`)
-    when it matches, else a fresh measurement, saved (`bench.hw.cached_profile`). GEMM rates are those
-    of the `torch.mm` path, the one `nn.Linear` takes on CPU (not the faster oneDNN path)."""
-    from depthwidth.bench.hw import cached_profile, profile_to_hardware
-
-    profile = cached_profile(path=profile_path(threads=threads), threads=threads)
-    return profile_to_hardware(profile, gemm_path="torch.mm")
+def bench_hardware(hardware: HardwareSpec | str, *, threads: int, dtype: str = "fp32") -> HardwareSpec:
+    """The spec a bench predicts with: a `HardwareSpec` as it is; "measured" -> `machine_hardware`
+    (measured now when no stored profile fits, with a peak for `dtype`); a table name or a profile
+    path -> `machine.resolve_hardware`."""
+    if isinstance(hardware, str) and is_measured(hardware):
+        dtypes = tuple(dict.fromkeys((*capabilities("cpu").dtypes, dtype)))
+        return machine_hardware(threads=threads, dtypes=dtypes)
+    return resolve_hardware(hardware, argument="hardware", threads=threads)
 
 
 def _prompt(shape: Shape, *, batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
@@ -266,123 +251,142 @@ class _Predictor:
         return total
 
 
+class _Session:
+    """One bench run's measured points, its random prompts and its progress count."""
+
+    def __init__(self, shape: Shape, config: BenchConfig, progress: Progress | None) -> None:
+        self.shape, self.config, self.progress = shape, config, progress
+        per_variant = len(config.prompt_lens) + len(config.contexts) + len(config.batches)
+        self.total = per_variant * len(config.variants) + (1 if config.quantize else 0)
+        self.done = 0
+        self.gen = torch.Generator().manual_seed(config.seed)
+        self.predictor: _Predictor | None = None
+        self.latency: list[LatencyPoint] = []
+        self.throughput: list[ThroughputPoint] = []
+        self.kv: list[KVCacheCheck] = []
+
+    def tick(self, label: str, *, step: int = 1) -> None:
+        self.done += step
+        if self.progress is not None:
+            self.progress(label, self.done, self.total)
+
+    def prefill(self, model, variant: str) -> None:
+        """Time to first token at batch 1 per prompt length: one forward into an emptied cache."""
+        cfg = self.config
+        for p in cfg.prompt_lens:
+            idx = _prompt(self.shape, batch=1, length=p, gen=self.gen)  # (1, p)
+            cache = new_cache(model, batch_size=1, max_len=p)
+
+            def rewind(c: KVCache = cache) -> None:
+                c.length = 0
+
+            timing = time_call(lambda x=idx, c=cache: model(x, cache=c), repeat=cfg.repeat, warmup=cfg.warmup,
+                               setup=rewind)
+            predicted = self.predictor.prefill(variant=variant, batch=1, prompt_len=p)
+            self.latency.append(LatencyPoint(variant=variant, kind="prefill", batch=1, tokens=p, timing=timing,
+                                             predicted_s=predicted))
+            self.tick(f"{variant} prefill {p}")
+
+    def decode(self, model, variant: str) -> None:
+        """One single-token step at batch 1 after exactly `context` cached tokens, per context."""
+        cfg = self.config
+        for c in cfg.contexts:
+            cache = new_cache(model, batch_size=1, max_len=c + 1)
+            model(_prompt(self.shape, batch=1, length=c, gen=self.gen), cache=cache)  # fill to the context
+            self.kv.append(_kv_check(cache, shape=self.shape, variant=variant, batch=1))
+            step = _prompt(self.shape, batch=1, length=1, gen=self.gen)  # (1, 1)
+
+            def back_to(c_: KVCache = cache, n: int = c) -> None:
+                c_.length = n
+
+            timing = time_call(lambda x=step, c=cache: model(x, cache=c), repeat=cfg.repeat, warmup=cfg.warmup,
+                               setup=back_to)
+            predicted = self.predictor.decode(variant=variant, batch=1, context=c)
+            self.latency.append(LatencyPoint(variant=variant, kind="decode", batch=1, tokens=c, timing=timing,
+                                             predicted_s=predicted))
+            self.tick(f"{variant} decode @{c}")
+
+    def generate(self, model, variant: str) -> None:
+        """Tokens/s of a greedy generation with the cache (prefill included), per batch size."""
+        cfg = self.config
+        p, n = cfg.throughput_prompt_len, cfg.new_tokens
+        for batch in cfg.batches:
+            idx = _prompt(self.shape, batch=batch, length=p, gen=self.gen)  # (B, p)
+            cache = new_cache(model, batch_size=batch, max_len=p + n - 1)
+
+            def rewind(c: KVCache = cache) -> None:
+                c.length = 0
+
+            timing = time_call(lambda x=idx, c=cache: generate(model, x, max_new_tokens=n, cache=c), repeat=cfg.repeat,
+                               warmup=cfg.warmup, setup=rewind)
+            self.kv.append(_kv_check(cache, shape=self.shape, variant=variant, batch=batch))
+            predicted = self.predictor.generation(variant=variant, batch=batch, prompt_len=p, new_tokens=n)
+            self.throughput.append(ThroughputPoint(variant=variant, batch=batch, prompt_len=p, new_tokens=n,
+                                                   timing=timing, predicted_s=predicted))
+            self.tick(f"{variant} throughput batch {batch}")
+
+
+def _environment(config: BenchConfig, *, threads: int) -> dict[str, Any]:
+    return {
+        "torch": torch.__version__,
+        "threads": threads,
+        "dtype": config.dtype,
+        "variants": list(config.variants),
+        "quantized_engine": torch.backends.quantized.engine,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": device_name("cpu"),
+    }
+
+
 def bench(
     target: Shape | str | Path,
     config: BenchConfig,
     *,
     progress: Progress | None = None,
-    hardware: HardwareSpec | None = None,
+    hardware: HardwareSpec | str = MEASURED,
 ) -> BenchResult:
     """Measure serving latency and throughput of `target` (a Shape with random weights, speed only,
     or the path of a checkpoint written by our trainer) under `config`.
 
-    `hardware` is the `HardwareSpec` to predict with; by default the measured profile of this machine
-    (`machine_hardware`: measured once and cached when absent). The int8 variant is predicted with
-    the fp32 rate when the hardware has no int8 one (a measured CPU profile has none).
-    Raises ValueError (bad config, a length that does not fit the model, a file that is not our
-    checkpoint) or FileNotFoundError with a one-line reason.
+    `hardware` is what to predict with (`bench_hardware`): a `HardwareSpec`, a table name, a profile
+    path, or "measured" (default: this machine's profile, measured once and cached when absent). The
+    int8 variant is predicted with the fp32 rate when the hardware has no int8 one (a measured CPU
+    profile has none). Raises UserError (bad config, a length that does not fit the model, a file
+    that is not our checkpoint, an unknown hardware) or FileNotFoundError with a one-line reason.
     """
     if not isinstance(config, BenchConfig):
         raise UserError(f"config must be a BenchConfig, got {type(config).__name__}")
     loaded = load_target(target, attn_impl=config.attn_impl, seed=config.seed)
-    shape = loaded.shape
-    config = config.fitted(shape)
+    config = config.fitted(loaded.shape)
     eval_data = None
     if config.quantize == "int8":  # read the checkpoint's validation data now: a missing corpus fails fast
         from depthwidth.bench.quant_report import eval_data_for
 
         eval_data = eval_data_for(loaded)
-    variants = config.variants
-    per_variant = len(config.prompt_lens) + len(config.contexts) + len(config.batches)
-    total_steps = per_variant * len(variants) + (1 if config.quantize else 0)
-    done = 0
-
-    def tick(label: str) -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(label, done, total_steps)
-
-    latency: list[LatencyPoint] = []
-    throughput: list[ThroughputPoint] = []
-    kv: list[KVCacheCheck] = []
-    gen = torch.Generator().manual_seed(config.seed)
-    with _threads(config.threads) as threads, torch.inference_mode():
-        if hardware is None:
-            if progress is not None:
-                progress("hardware profile", 0, total_steps)
-            hardware = machine_hardware(threads=threads)
-        predictor = _Predictor(shape, hardware, attn_impl=config.attn_impl)
-        for variant in variants:
-            model = _variant_model(loaded, variant).eval()
-            for p in config.prompt_lens:
-                idx = _prompt(shape, batch=1, length=p, gen=gen)
-                cache = new_cache(model, batch_size=1, max_len=p)
-
-                def rewind(c: KVCache = cache) -> None:
-                    c.length = 0
-
-                timing = time_call(lambda: model(idx, cache=cache), repeat=config.repeat,
-                                   warmup=config.warmup, setup=rewind)
-                latency.append(LatencyPoint(variant=variant, kind="prefill", batch=1, tokens=p, timing=timing,
-                                            predicted_s=predictor.prefill(variant=variant, batch=1, prompt_len=p)))
-                tick(f"{variant} prefill {p}")
-            for c in config.contexts:
-                cache = new_cache(model, batch_size=1, max_len=c + 1)
-                model(_prompt(shape, batch=1, length=c, gen=gen), cache=cache)  # fill to the context
-                kv.append(_kv_check(cache, shape=shape, variant=variant, batch=1))
-                step = _prompt(shape, batch=1, length=1, gen=gen)
-
-                def back_to(c_: KVCache = cache, n: int = c) -> None:
-                    c_.length = n
-
-                timing = time_call(lambda: model(step, cache=cache), repeat=config.repeat,
-                                   warmup=config.warmup, setup=back_to)
-                latency.append(LatencyPoint(variant=variant, kind="decode", batch=1, tokens=c, timing=timing,
-                                            predicted_s=predictor.decode(variant=variant, batch=1, context=c)))
-                tick(f"{variant} decode @{c}")
-            for b in config.batches:
-                throughput.append(_throughput(model, shape=shape, config=config, variant=variant, batch=b,
-                                              gen=gen, predictor=predictor, kv=kv))
-                tick(f"{variant} throughput batch {b}")
+    run = _Session(loaded.shape, config, progress)
+    with torch_threads(config.threads) as threads, torch.inference_mode():
+        if isinstance(hardware, str) and is_measured(hardware):
+            run.tick("hardware profile", step=0)
+        spec = bench_hardware(hardware, threads=threads, dtype=config.dtype)
+        run.predictor = _Predictor(loaded.shape, spec, attn_impl=config.attn_impl)
+        for variant in config.variants:
+            model = variant_model(loaded, variant)
+            run.prefill(model, variant)
+            run.decode(model, variant)
+            run.generate(model, variant)
             del model
         quant = None
         if config.quantize == "int8":
             from depthwidth.bench.quant_report import quantization_report
 
             quant = quantization_report(loaded, config=config, data=eval_data)
-            tick("int8 quantization report")
-    environment = {
-        "torch": torch.__version__,
-        "threads": threads,
-        "dtype": config.dtype,
-        "variants": list(variants),
-        "quantized_engine": torch.backends.quantized.engine,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
-    }
+            run.tick("int8 quantization report")
     return BenchResult(
-        target=loaded.label, checkpoint=loaded.checkpoint, shape=shape.to_dict(), config=config.to_dict(),
-        environment=environment, hardware=hardware.to_dict(), latency=tuple(latency),
-        throughput=tuple(throughput), kv_cache=tuple(kv), quantization=quant,
+        target=loaded.label, checkpoint=loaded.checkpoint, shape=loaded.shape.to_dict(), config=config.to_dict(),
+        environment=_environment(config, threads=threads), hardware=spec.to_dict(), latency=tuple(run.latency),
+        throughput=tuple(run.throughput), kv_cache=tuple(run.kv), quantization=quant,
     )
 
 
-def _throughput(model, *, shape, config, variant, batch, gen, predictor, kv) -> ThroughputPoint:
-    p, n = config.throughput_prompt_len, config.new_tokens
-    idx = _prompt(shape, batch=batch, length=p, gen=gen)  # (B, p)
-    cache = new_cache(model, batch_size=batch, max_len=p + n - 1)
-
-    def rewind() -> None:
-        cache.length = 0
-
-    timing = time_call(lambda: generate(model, idx, max_new_tokens=n, cache=cache), repeat=config.repeat,
-                       warmup=config.warmup, setup=rewind)
-    kv.append(_kv_check(cache, shape=shape, variant=variant, batch=batch))
-    predicted = predictor.generation(variant=variant, batch=batch, prompt_len=p, new_tokens=n)
-    return ThroughputPoint(variant=variant, batch=batch, prompt_len=p, new_tokens=n, timing=timing,
-                           predicted_s=predicted)
-
-
-__all__ = ["BenchConfig", "Progress", "bench", "machine_hardware", "profile_path"]
+__all__ = ["BenchConfig", "Progress", "bench", "bench_hardware", "machine_hardware"]

@@ -3,6 +3,7 @@ training checkpoints (speed and, for quantization, validation loss)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,4 +104,19 @@ def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarge
     return LoadedTarget(model=model.float().eval(), shape=shape, label=str(file), checkpoint=str(file), meta=meta)
 
 
-__all__ = ["LoadedTarget", "checkpoint_file", "load_checkpoint_model", "load_target"]
+def variant_model(loaded: LoadedTarget, variant: str) -> nn.Module:
+    """The model to time for `variant` ("fp32" | "bf16" | "int8"), in eval mode: the loaded model
+    itself for fp32, a bf16 copy, or an int8 dynamically quantized copy (`bench.quantize`).
+    `loaded.model` stays fp32 and unchanged."""
+    if variant == "int8":
+        from depthwidth.bench.quantize import quantize_int8
+
+        return quantize_int8(loaded.model).eval()
+    if variant == "fp32":
+        return loaded.model.eval()
+    if variant == "bf16":
+        return copy.deepcopy(loaded.model).to(torch.bfloat16).eval()
+    raise ValueError(f"variant={variant!r} is not one of fp32, bf16, int8")
+
+
+__all__ = ["LoadedTarget", "checkpoint_file", "load_checkpoint_model", "load_target", "variant_model"]

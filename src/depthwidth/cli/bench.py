@@ -35,6 +35,9 @@ def add_parser(subparsers) -> None:
                    help="torch threads (default: torch's current setting); on a busy machine 1 is much steadier")
     g.add_argument("--attn-impl", choices=("sdpa", "eager"), default="sdpa", help="attention implementation")
     g.add_argument("--seed", type=int, default=0, help="random weights and prompts")
+    g.add_argument("--hardware", default="measured", metavar="NAME",
+                   help="what the predictions are for: 'measured' (default: this machine's profile, measured "
+                        "and saved when absent), a row of `depthwidth hw list`, or a profile JSON path")
     p.add_argument("--json", action="store_true", help="print one JSON object (no progress bar)")
     p.set_defaults(run=run)
 
@@ -66,10 +69,12 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--checkpoint already gives the shape; drop the shape flags")
     target = args.checkpoint if args.checkpoint else shape_from_args(args)
     from depthwidth.bench.serving import bench
+    from depthwidth.machine import hardware_choice
 
     config = _config(args)
+    hardware = hardware_choice(args.hardware, argument="--hardware")  # a wrong name fails before any timing
     if args.json:
-        result = bench(target, config)
+        result = bench(target, config, hardware=hardware)
         print_json(result.to_dict())
         return 0
     from rich.console import Console
@@ -83,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         def progress(label: str, done: int, total: int) -> None:
             bar.update(task, description=label, completed=done, total=total)
 
-        result = bench(target, config, progress=progress)
+        result = bench(target, config, progress=progress, hardware=hardware)
     from depthwidth.report.bench_table import bench_tables, summary_line
 
     out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 140)  # files/pipes: no wrapping

@@ -4,8 +4,9 @@
     depthwidth hw measure [--out PATH] [--quick] [--threads N] [--dtypes fp32,bf16] [--json]
 
 `measure` times a large GEMM per dtype, a memory copy and tiny ops with torch
-(`depthwidth.bench.hw.measure_profile`) and saves the profile (default: $DEPTHWIDTH_CACHE/hw-profile.json
-or ~/.cache/depthwidth/hw-profile.json), which `plan --hardware measured` and the trainer's MFU use.
+(`depthwidth.machine.measure_profile`, with the per-op cost of our eager block) and saves the profile
+where `depthwidth.machine.profile_path` keeps this machine's profile for its thread count, which
+`--hardware measured`, `depthwidth bench` and the trainer's MFU read.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import argparse
 
 from depthwidth.cli import print_json
-from depthwidth.errors import UserError
 from depthwidth.cli.common import one_line_errors, positive_int
+from depthwidth.errors import UserError
 
 
 def add_parser(subparsers) -> None:
@@ -31,11 +32,12 @@ def add_parser(subparsers) -> None:
                        description="Time a large GEMM per dtype (on CPU through torch.mm and oneDNN), a memory "
                        "copy and the fixed cost of tiny ops with torch, and save the profile as JSON.")
     one_line_errors(m)
-    m.add_argument("--out", metavar="PATH", help="profile path (default: $DEPTHWIDTH_CACHE/hw-profile.json)")
+    m.add_argument("--out", metavar="PATH",
+                   help="profile path (default: this machine's profile for the thread count, in the cache folder)")
     m.add_argument("--quick", action="store_true", help="small sizes, about a second (rougher numbers)")
     m.add_argument("--threads", type=positive_int, help="torch threads (default: torch's current setting)")
     m.add_argument("--dtypes", default=None, metavar="D,D",
-                   help="dtypes to time (default fp32,bf16 on CPU; fp32,tf32,bf16,fp16 on CUDA)")
+                   help="dtypes to time (default: fp32, plus bf16 where native, on CPU; fp32,tf32,bf16,fp16 on CUDA)")
     m.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
     m.add_argument("--json", action="store_true", help="print the profile as JSON")
     m.set_defaults(run=run_measure)
@@ -64,15 +66,13 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_measure(args: argparse.Namespace) -> int:
-    from depthwidth.bench.hw import measure_profile, save_profile
+    from depthwidth.bench.hw import eager_block_overhead
+    from depthwidth.machine import capabilities, measure_profile, profile_path, save_profile
 
-    options = {}
-    if args.dtypes:
-        options["dtypes"] = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
-    elif args.device == "cuda":
-        options["dtypes"] = ("fp32", "tf32", "bf16", "fp16")
-    profile = measure_profile(threads=args.threads, quick=args.quick, device=args.device, **options)
-    path = save_profile(profile, args.out)
+    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip()) if args.dtypes else None
+    profile = measure_profile(dtypes=dtypes, threads=args.threads, quick=args.quick, device=args.device,
+                              block_overhead=eager_block_overhead)
+    path = save_profile(profile, args.out or profile_path(threads=args.threads))
     data = {**profile.to_dict(), "path": str(path)}
     if args.json:
         print_json(data)
@@ -82,5 +82,9 @@ def run_measure(args: argparse.Namespace) -> int:
 
     console = make_console()
     console.print(profile_table(data))
+    caps = capabilities(profile.device)
+    if dtypes is None and not caps.bf16_native:
+        console.print("bf16 not timed: emulated on this device (about 270x slower than fp32); "
+                      "--dtypes fp32,bf16 times it anyway", style="dim", highlight=False)
     console.print(f"saved: {path}", highlight=False)
     return 0
