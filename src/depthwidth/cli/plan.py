@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from pathlib import Path
 
 from depthwidth.cli import print_json
 from depthwidth.errors import UserError
@@ -48,23 +47,19 @@ def fraction(text: str) -> float:
 
 
 def resolve_hardware(text: str):
-    """A HARDWARE name or alias, 'measured' (the profile at the default path), or a profile JSON path."""
-    from depthwidth.shapes.hardware import get_hardware
+    """The `--hardware` value as a `HardwareSpec`: `depthwidth.machine.resolve_hardware` (a table
+    name or alias, 'measured' for this machine's profile, or a profile JSON path)."""
+    from depthwidth.machine import resolve_hardware as resolve
 
-    if text.lower() in ("measured", "local") or text.endswith(".json") or Path(text).is_file():
-        from depthwidth.bench.hw import default_profile_path, load_profile, profile_to_hardware
-
-        path = default_profile_path() if text.lower() in ("measured", "local") else Path(text)
-        return profile_to_hardware(load_profile(path))
-    return get_hardware(text)
+    return resolve(text, argument="--hardware")
 
 
 def add_workload_args(parser: argparse.ArgumentParser) -> None:
     """Hardware and workload flags shared by plan and compare."""
     w = parser.add_argument_group("hardware and workload")
     w.add_argument("--hardware", default="h100", metavar="NAME",
-                   help="a row of `depthwidth hw list` (default h100), 'measured' for the profile of "
-                        "`depthwidth hw measure`, or a profile JSON path")
+                   help="a row of `depthwidth hw list` (default h100), 'measured' for this machine's "
+                        "profile from `depthwidth hw measure`, or a profile JSON path")
     w.add_argument("--dtype", default="bf16", choices=("fp32", "tf32", "bf16", "fp16", "fp8", "int8"),
                    help="inference compute dtype of the latency columns (default bf16)")
     w.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (default 1)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from depthwidth.errors import UserError
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.recommend import Constraints, Recommendation, recommend
 from depthwidth.report.rows import StudyData
@@ -32,10 +33,11 @@ class Report:
 
 
 def default_hardware(study: StudyData) -> str:
-    """The study's own hardware when it is a known name, else 'measured' (its measurements)."""
+    """The study's own hardware when it is a known name, else MEASURED (the study's machine, whose
+    measurements it holds; also when the stored name is no longer in the hardware table)."""
     try:
         return resolve_hardware(study.protocol.hardware or MEASURED)
-    except ValueError:
+    except UserError:
         return MEASURED
 
 

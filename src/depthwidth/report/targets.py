@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from depthwidth.errors import UserError
+from depthwidth.machine import MEASURED
 from depthwidth.report.rows import ShapeResult
 
 MEMORY_KINDS = ("serving", "training")
-MEASURED = "measured"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -54,12 +54,18 @@ class TargetEstimate:
 
 
 def resolve_hardware(name: str) -> str:
-    """The canonical hardware name ('measured' stays as is); ValueError listing the known names."""
-    if name.strip().lower() == MEASURED:
-        return MEASURED
-    from depthwidth.shapes.hardware import get_hardware
+    """The canonical target name: MEASURED (the study's own machine, whose measurements the study
+    holds), else the HARDWARE row name (`depthwidth.machine.hardware_choice`: aliases and case
+    resolved; UserError listing the choices). A profile path is refused: a report predicts for table
+    rows, and "measured" already stands for the machine the study measured."""
+    from depthwidth.machine import hardware_choice
+    from depthwidth.shapes.hardware import HARDWARE
 
-    return get_hardware(name).name
+    choice = hardware_choice(name, argument="hardware")
+    if choice != MEASURED and choice not in HARDWARE:
+        raise UserError(f"hardware {name!r}: a report's target is a row of `depthwidth hw list` or "
+                        f"{MEASURED!r} (the study's machine), not a profile file")
+    return choice
 
 
 def hardware_label(name: str) -> str:
@@ -68,12 +74,16 @@ def hardware_label(name: str) -> str:
 
 
 def measured_applies(target: str, bench_hardware: str | None) -> bool:
+    """Whether a bench run's measurements count for `target` (a `resolve_hardware` name), given the
+    name of the hardware its predictions used: always for MEASURED (they were taken on the study's
+    machine); for a table row, when the bench predicted for that row, or for "cpu" when it used a
+    measured CPU profile (named "measured-cpu" by `depthwidth.machine.profile_to_hardware`)."""
     if bench_hardware is None:
         return False
     if target == MEASURED:
         return True
     bench = bench_hardware.lower()
-    return bench == target or (target == "cpu" and bench in ("cpu", "measured-cpu"))
+    return bench == target or (target == "cpu" and bench in ("cpu", f"{MEASURED}-cpu"))
 
 
 def estimate_target(
