@@ -1,6 +1,6 @@
 """Synthetic rows for report tests (no training)."""
 
-from depthwidth.report.rows import CurveSeries, ShapeResult
+from depthwidth.study.summary import CurveSeries, ShapeResult
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 
@@ -14,8 +14,8 @@ def result(n_layers, d_model, losses, *, group="p500k", decode_ms=None, prefill_
     s = shape(n_layers, d_model)
     counts = count_params(s)
     return ShapeResult(
-        group=group, label=s.label(), shape=s, params=counts.total, non_embedding_params=counts.non_embedding,
-        train_flops_per_token=6.0 * counts.total, tokens=tokens, lr_grid=(1e-3, 3e-3),
+        group=group, shape_label=s.label(), shape=s, params=counts.total, non_embedding_params=counts.non_embedding,
+        train_flops_per_token=6.0 * counts.total, tokens=tokens,
         lr_losses={1e-3: max(losses) + 0.1, 3e-3: sum(losses) / len(losses)}, best_lr=3e-3,
         seed_losses=tuple(losses), slice_losses={"shakespeare": sum(losses) / len(losses)},
         measured_decode_ms=decode_ms, measured_prefill_ms=prefill_ms,

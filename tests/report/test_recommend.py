@@ -14,7 +14,7 @@ def test_clear_winner_is_crowned_on_loss():
     rows = _family([[3.00, 3.01], [3.20, 3.21], [3.40, 3.41], [3.60, 3.62]], [1.0, 2.0, 3.0, 4.0])
     rec = recommend(rows, Constraints(hardware="cpu"))
     assert rec.decided_by == "loss" and not rec.within_noise
-    assert rec.chosen is rec.best and rec.chosen.result.label == rows[0].label
+    assert rec.chosen is rec.best and rec.chosen.result.shape_label == rows[0].shape_label
     assert rec.trade is None
     assert rec.noise.method == "seeds" and rec.noise.sigma == pytest.approx(0.0075, abs=2e-3)
 
@@ -27,15 +27,15 @@ def test_noise_swamps_the_differences_and_it_says_so():
     assert len(rec.tied) == 4
     assert "No winner on loss" in rec.verdict and "within noise" in rec.verdict
     # the lowest-loss shape is (8, 64); the tie is broken by latency in favour of the 1 ms shape
-    assert rec.best.result.label == rows[2].label
-    assert rec.chosen.result.label == rows[0].label
+    assert rec.best.result.shape_label == rows[2].shape_label
+    assert rec.chosen.result.shape_label == rows[0].shape_label
     assert rec.trade.startswith("+0.030 loss (within noise) for 67% lower decode latency")
 
 
 def test_latency_limit_trades_loss_for_speed():
     rows = _family([[3.00, 3.01], [3.20, 3.21], [3.40, 3.41], [3.60, 3.62]], [4.0, 1.5, 1.2, 1.0])
     rec = recommend(rows, Constraints(hardware="cpu", max_decode_ms=2.0))
-    assert rec.chosen.result.label == rows[1].label and rec.decided_by == "loss"
+    assert rec.chosen.result.shape_label == rows[1].shape_label and rec.decided_by == "loss"
     assert not rec.candidates[0].feasible and "decode 4 ms > 2 ms" in rec.candidates[0].reasons
     # (3.205 - 3.005) = +0.200 loss; (4.0 - 1.5) / 4.0 = 62% lower latency
     assert rec.trade.startswith("+0.200 loss for 62% lower decode latency")
@@ -46,7 +46,7 @@ def test_nothing_feasible_names_the_fastest():
     rows = _family([[3.0, 3.01], [3.2, 3.21], [3.4, 3.41], [3.6, 3.62]], [4.0, 3.0, 2.5, 2.2])
     rec = recommend(rows, Constraints(hardware="cpu", max_decode_ms=1.0))
     assert rec.chosen is None and rec.decided_by == "none"
-    assert "No shape meets" in rec.verdict and rows[3].label in rec.verdict
+    assert "No shape meets" in rec.verdict and rows[3].shape_label in rec.verdict
 
 
 def test_other_hardware_is_predicted_and_says_so():
@@ -81,7 +81,7 @@ def test_no_noise_estimate_names_the_lowest_loss_unverified():
     rows = [result(2, 128, [3.00], decode_ms=2.0), result(8, 64, [3.50], decode_ms=1.0)]
     rec = recommend(rows, Constraints(hardware="cpu"))
     assert rec.noise.method == "none" and rec.decided_by == "loss (noise unknown)" and not rec.within_noise
-    assert rec.chosen.result.label == rows[0].label
+    assert rec.chosen.result.shape_label == rows[0].shape_label
     assert "not checked against noise" in rec.verdict and "+0.5000" in rec.verdict
 
 

@@ -20,7 +20,7 @@ def test_load_study_aggregates_seeds_at_the_best_lr(fixture_study):
     r = by_key["P400k/L4-H96-A6"]
     assert r.best_lr == 0.003 and r.n_seeds == 2
     expected = [losses[("P400k", "L4-H96-A6", 0.003, s)] for s in (0, 1)]
-    assert r.loss_mean == pytest.approx(sum(expected) / 2)
+    assert r.val_loss == pytest.approx(sum(expected) / 2)
     assert r.measured_decode_ms == pytest.approx((1e-4 + 1.2e-4 * 4 + 2e-9 * r.params) * 1e3)
     assert r.bench_hardware == "cpu" and r.bench_context == 48
     assert len(r.curves) == 2 and r.curves[0].tokens[-1] == 204800
@@ -78,7 +78,7 @@ def test_csv_and_json_hold_the_numbers(written_report):
     rows = list(csv.DictReader(io.StringIO(files.csv.read_text())))
     assert len(rows) == 8
     row = next(r for r in rows if r["shape"] == "L4-H96-A6")
-    expected = next(r for r in report.study.results if r.key == "P400k/L4-H96-A6").loss_mean
+    expected = next(r for r in report.study.results if r.key == "P400k/L4-H96-A6").val_loss
     assert float(row["val_loss"]) == pytest.approx(expected)
     assert row["slice:python-docs"] and row["lr_edge"] == "high"
     assert float(row["probe:multihop:1"]) == pytest.approx(0.8) and float(row["probe:recall:4"]) == pytest.approx(0.48)

@@ -5,8 +5,6 @@ then the comparison table and a report in the study folder. Running it again reu
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors
@@ -26,39 +24,23 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthwidth.cli.study import _check_executor, _console, run_with_display
+    from depthwidth.cli.study import _check_executor, run_with_display
+    from depthwidth.present.terminal import console
+    from depthwidth.report import write_study_report
     from depthwidth.study.demo import demo_spec
 
     _check_executor(args)
     report, summary = run_with_display(demo_spec(), study_dir=args.dir, executor=args.executor, address=args.address,
                               quiet=args.json)
-    written = write_report(Path(report.study_dir), summary)
+    written = write_study_report(report.study_dir)
     if args.json:
         print_json({"run": report.to_dict(), "summary": summary.to_dict(), "report": [str(p) for p in written]})
         return 0 if not report.failed else 1
-    from depthwidth.cli.study_view import print_summary
+    from depthwidth.present.study import print_summary
 
-    out = _console()
+    out = console()
     out.print(f"demo: {report.completed + report.diverged} runs done now, {report.skipped} reused from "
               f"{report.study_dir}", markup=False)
     print_summary(out, summary)
     out.print("report: " + ", ".join(str(p) for p in written), markup=False)
     return 0 if not report.failed else 1
-
-
-def write_report(folder: Path, summary) -> list[Path]:
-    """The study report: `depthwidth.report`'s when it provides `write_study_report(folder)`, else a
-    small report.md (the comparison table and warnings) and results.json (the summary)."""
-    try:
-        from depthwidth.report import write_study_report  # type: ignore[attr-defined]
-    except ImportError:
-        write_study_report = None
-    if write_study_report is not None:
-        return [Path(p) for p in write_study_report(folder)]
-    from depthwidth.cli.study_view import summary_markdown
-
-    md = folder / "report.md"
-    md.write_text(summary_markdown(summary, title=f"Study {summary.name}") + "\n")
-    js = folder / "results.json"
-    js.write_text(json.dumps(summary.to_dict(), indent=2, default=str) + "\n")
-    return [md, js]

@@ -8,7 +8,6 @@ trade it makes against the unconstrained best, and whether the loss differences 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors, positive_float, positive_int
@@ -58,13 +57,13 @@ def run(args: argparse.Namespace) -> int:
 
 def print_recommendation(rec) -> None:
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
-    from depthwidth.report.study_tables import nbytes
+    from depthwidth.present.terminal import console
+    from depthwidth.present.units import nbytes, number, or_dash
     from depthwidth.report.targets import hardware_label
 
-    out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160)
+    out = console()
     table = Table(box=box.SIMPLE_HEAVY, title_justify="left",
                   title=f"Candidates on {hardware_label(rec.constraints.hardware)} (sorted by loss)")
     for name in ("budget", "shape", "loss", "± seeds", "decode ms", "source", f"{rec.constraints.memory} memory",
@@ -74,9 +73,8 @@ def print_recommendation(rec) -> None:
     for c in rec.candidates:
         r, t = c.result, c.target
         mark = "[bold green]<- recommended[/]" if r.key == chosen else ("yes" if c.feasible else "; ".join(c.reasons))
-        table.add_row(r.group, r.label, f"{r.loss_mean:.4f}", "-" if r.loss_std is None else f"{r.loss_std:.4f}",
-                      "-" if t.decode_ms is None else f"{t.decode_ms:.3g}", t.decode_source, nbytes(t.memory_bytes),
-                      mark)
+        table.add_row(r.group, r.shape_label, f"{r.val_loss:.4f}", or_dash(r.val_loss_std, ".4f"),
+                      or_dash(t.decode_ms, number), t.decode_source, nbytes(t.memory_bytes), mark)
     out.print(table)
     out.print(rec.verdict, markup=False)
     if rec.trade:

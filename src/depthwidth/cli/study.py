@@ -13,6 +13,7 @@ import argparse
 from depthwidth.errors import UserError
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors
+from depthwidth.present.terminal import console
 
 HELP = "run a fair, resumable study of many shapes from a TOML spec (local or Ray), and show its state"
 
@@ -47,12 +48,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
 
 
-def _console():
-    from depthwidth.report.tables import console
-
-    return console()
-
-
 def _check_executor(args) -> None:
     if args.address and args.executor != "ray":
         raise UserError("--address joins a Ray cluster; use it with --executor ray")
@@ -60,7 +55,7 @@ def _check_executor(args) -> None:
 
 def run_with_display(spec, *, study_dir, executor: str, address: str | None, quiet: bool):
     """Run a study with the live display (unless quiet); returns (RunReport, StudySummary)."""
-    from depthwidth.cli.study_view import StudyProgress
+    from depthwidth.present.progress import StudyProgress
     from depthwidth.study import Store, run_study, summarize
 
     with StudyProgress(enabled=not quiet) as display:
@@ -76,12 +71,10 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"run": report.to_dict(), "summary": summary.to_dict()})
         return 0 if not report.failed else 1
-    from depthwidth.cli.study_view import print_summary
+    from depthwidth.present.study import print_summary, run_report_line
 
-    out = _console()
-    out.print(f"ran {report.completed + report.diverged + report.failed} runs ({report.completed} completed, "
-              f"{report.diverged} diverged, {report.failed} failed, {report.retries} retried); "
-              f"{report.skipped} already finished were reused", markup=False)
+    out = console()
+    out.print(run_report_line(report), markup=False)
     print_summary(out, summary)
     return 0 if not report.failed else 1
 
@@ -95,9 +88,9 @@ def status_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary.to_dict())
         return 0
-    from depthwidth.cli.study_view import print_summary
+    from depthwidth.present.study import print_summary
 
-    print_summary(_console(), summary, runs)
+    print_summary(console(), summary, runs)
     return 0
 
 
@@ -112,9 +105,9 @@ def show_cmd(args: argparse.Namespace) -> int:
                 print_json({"runs": [r.to_dict() | {"val_loss": getattr(results.get(r.run_id), "val_loss", None)}
                                      for r in runs]})
                 return 0
-            from depthwidth.cli.study_view import runs_table
+            from depthwidth.present.study import runs_table
 
-            _console().print(runs_table(runs, results))
+            console().print(runs_table(runs, results))
             return 0
         run = store.run(args.run_id)
         result = store.result(run.run_id)
@@ -125,20 +118,9 @@ def show_cmd(args: argparse.Namespace) -> int:
                     "curve": [p.to_dict() for p in curve],
                     "attempt_errors": [{"attempt": a, "at": t, "message": m} for a, t, m in errors]})
         return 0
-    from depthwidth.cli.study_view import curve_table
+    from depthwidth.present.study import print_run
 
-    out = _console()
-    label = f"lr={run.lr:.3g} seed={run.seed}" if run.kind == "train" else "bench"
-    out.print(f"run {run.run_id}\n  {run.kind} {run.shape_label} {label}, group {run.group!r}\n"
-              f"  status {run.status} after {run.attempts} attempt(s)"
-              + (f", wall {run.wall_seconds:.1f} s" if run.wall_seconds else ""), markup=False)
-    for attempt, _, message in errors:
-        out.print(f"  attempt {attempt} failed: {message}", markup=False)
-    if result is not None and run.kind == "train":
-        out.print(f"  val loss {result.val_loss}  tokens {result.tokens}  tokens/s {result.tokens_per_s}  "
-                  f"MFU {result.mfu}  batch stream {result.batch_stream_hash}", markup=False)
-    if curve:
-        out.print(curve_table(curve, every=max(1, len(curve) // 20)))
+    print_run(console(), run, result, curve, errors)
     return 0
 
 
@@ -149,14 +131,7 @@ def validate_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print_json(expansion.to_dict())
         return 0
-    out = _console()
-    spec = expansion.spec
-    out.print(f"{spec.source}: study {spec.name!r} is valid: {len(expansion.train_runs)} training runs "
-              f"({spec.lr.trials} learning rates x {len(spec.seeds)} seed(s) per shape) and "
-              f"{len(expansion.bench_runs)} benchmarks", markup=False)
-    for group in expansion.groups:
-        out.print(f"  group {group.label!r}: {group.tokens:,} tokens per run; shapes "
-                  + ", ".join(s.label() for s in group.shapes), markup=False)
-        for note in group.notes:
-            out.print(f"    planner: {note}", markup=False)
+    from depthwidth.present.study import print_validation
+
+    print_validation(console(), expansion)
     return 0

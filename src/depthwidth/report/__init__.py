@@ -1,4 +1,6 @@
-"""Reports: tables, plots, trend fits, the recommendation and the HTML page of a study.
+"""The study report: its data (`data`, `rows`), comparison table, plots, trend fits, noise estimate,
+recommendation, HTML page and CSV/JSON/markdown export. The terminal tables of the other commands, the
+plan's plot and the units every number is written in live in `depthwidth.present`.
 
 Importing this package is cheap (no numpy, matplotlib or torch); each module imports what it needs
 when it is called.
@@ -22,7 +24,8 @@ def write_study_report(study_dir: str | os.PathLike, out_dir: str | os.PathLike 
     from depthwidth.report.build import report_for
     from depthwidth.report.export import write_report
 
-    files = write_report(report_for(study_dir, **options), Path(out_dir) if out_dir else Path(study_dir) / REPORT_FOLDER)
+    out = Path(out_dir) if out_dir else Path(study_dir) / REPORT_FOLDER
+    files = write_report(report_for(study_dir, **options), out)
     return [files.html, files.markdown, files.csv, files.json]
 
 

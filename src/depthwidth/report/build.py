@@ -42,8 +42,8 @@ def default_hardware(study: StudyData) -> str:
 
 
 def trend_points(study: StudyData) -> list[TrendPoint]:
-    return [TrendPoint(label=r.label, aspect_ratio=r.aspect_ratio, n=r.non_embedding_params, d=max(r.tokens, 1),
-                       loss=v) for r in study.results for v in r.seed_losses if v > 0]
+    return [TrendPoint(label=r.shape_label, aspect_ratio=r.aspect_ratio, n=r.non_embedding_params,
+                       d=max(r.tokens or 0, 1), loss=v) for r in study.results for v in r.seed_losses if v > 0]
 
 
 def build_report(

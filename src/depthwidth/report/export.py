@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from depthwidth.errors import UserError
+from depthwidth.present.units import count
 from depthwidth.report.build import Report
 from depthwidth.report.study_plots import Figure
+from depthwidth.report.study_tables import MARKDOWN_KEYS
 
 HTML_NAME = "index.html"
 
@@ -122,9 +124,7 @@ def _md_escape(text: str) -> str:
 
 def render_markdown(report: Report, figures, *, notes=()) -> str:
     s, p, rec, t = report.study, report.study.protocol, report.recommendation, report.table
-    keys = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr", "val_loss",
-            "val_loss_std", "n_seeds", "tokens_per_s", "measured_decode_ms", "target_decode_ms")
-    cols = [c for c in t.columns if c.key in keys]
+    cols = [c for c in t.columns if c.key in MARKDOWN_KEYS]
     lines = [f"# Depth versus width: {_md_escape(s.name)}", ""]
     if s.description:
         lines += [_md_escape(s.description), ""]
@@ -156,7 +156,7 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
                          f"{iv['A'].value:.4g}/N^{iv['alpha'].value:.3f} "
                          f"(alpha 95% [{iv['alpha'].lo:.3f}, {iv['alpha'].hi:.3f}], {f.distinct_n} scales)")
     for x in report.trends.extrapolation:
-        lines.append(f"- {x.family} at N={x.n:.3g}: {x.loss.value:.4f} [{x.loss.lo:.4f}, {x.loss.hi:.4f}]")
+        lines.append(f"- {x.family} at N={count(x.n)}: {x.loss.value:.4f} [{x.loss.lo:.4f}, {x.loss.hi:.4f}]")
     lines += [f"- warning: {_md_escape(w)}" for w in report.trends.warnings]
     lines += ["", "## Recommendation", "", _md_escape(rec.verdict), ""]
     if rec.trade:

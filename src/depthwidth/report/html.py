@@ -14,7 +14,8 @@ from typing import Sequence
 
 from depthwidth.report.build import Report
 from depthwidth.report.study_plots import Figure
-from depthwidth.report.study_tables import LOSS_KEYS, SPEED_KEYS, nbytes
+from depthwidth.present.units import count, nbytes, number, or_dash
+from depthwidth.report.study_tables import LOSS_KEYS, SPEED_KEYS
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2rem auto;max-width:1280px;
@@ -115,7 +116,7 @@ def _fits(report: Report) -> str:
              f"</thead><tbody>{''.join(rows)}</tbody></table>")
     extra = ""
     if tr.extrapolation:
-        ex = "".join(f"<tr><td>{_e(p.family)}</td><td>{p.n:.3g}</td><td>{p.loss.value:.4f}</td>"
+        ex = "".join(f"<tr><td>{_e(p.family)}</td><td>{count(p.n)}</td><td>{p.loss.value:.4f}</td>"
                      f"<td>[{p.loss.lo:.4f}, {p.loss.hi:.4f}]</td></tr>" for p in tr.extrapolation)
         extra = ("<h3>Extrapolation</h3><table><thead><tr><th>family</th><th>N</th><th>predicted loss</th>"
                  f"<th>95% band</th></tr></thead><tbody>{ex}</tbody></table>"
@@ -134,18 +135,14 @@ def _recommendation(report: Report) -> str:
         parts.append(f"<p>Trade against the unconstrained best: <b>{_e(rec.trade)}</b>.</p>")
     parts.append(f'<p class="muted">Noise: {_e(rec.noise.description)}</p>')
     rows = "".join(
-        f"<tr><td>{_e(c.result.group)}</td><td>{_e(c.result.label)}</td><td class='num'>{c.result.loss_mean:.4f}</td>"
-        f"<td class='num'>{_e(_fmt(c.target.decode_ms))}</td><td>{_e(c.target.decode_source)}</td>"
-        f"<td class='num'>{_e(nbytes(c.target.memory_bytes))}</td><td>{'yes' if c.feasible else _e('; '.join(c.reasons))}"
-        "</td></tr>" for c in rec.candidates)
+        f"<tr><td>{_e(c.result.group)}</td><td>{_e(c.result.shape_label)}</td>"
+        f"<td class='num'>{c.result.val_loss:.4f}</td><td class='num'>{_e(or_dash(c.target.decode_ms, number))}</td>"
+        f"<td>{_e(c.target.decode_source)}</td><td class='num'>{_e(nbytes(c.target.memory_bytes))}</td>"
+        f"<td>{'yes' if c.feasible else _e('; '.join(c.reasons))}</td></tr>" for c in rec.candidates)
     parts.append("<table><thead><tr><th>budget</th><th>shape</th><th>loss</th><th>decode ms</th><th>source</th>"
                  f"<th>{_e(rec.constraints.memory)} memory</th><th>meets the limits</th></tr></thead>"
                  f"<tbody>{rows}</tbody></table>")
     return "".join(parts)
-
-
-def _fmt(v) -> str:
-    return "-" if v is None else f"{v:.3g}"
 
 
 def _runs(report: Report) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from depthwidth.errors import UserError
-from depthwidth.report.rows import ShapeResult
+from depthwidth.study.summary import ShapeResult
 
 NOISE_METHODS = ("seeds", "eval-curve", "none")
 TAIL = 6
@@ -84,7 +84,7 @@ def estimate_noise(results: Sequence[ShapeResult]) -> NoiseEstimate:
     ss, dof = 0.0, 0
     for r in results:
         if r.n_seeds > 1:
-            ss += (r.n_seeds - 1) * r.loss_std**2
+            ss += (r.n_seeds - 1) * r.val_loss_std**2
             dof += r.n_seeds - 1
     if dof:
         sigma = math.sqrt(ss / dof)

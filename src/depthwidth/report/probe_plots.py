@@ -12,14 +12,15 @@ from pathlib import Path
 
 from depthwidth.data.probes import KINDS
 from depthwidth.report.rows import StudyData
-from depthwidth.report.study_plots import Figure, _plt, _save
+from depthwidth.present.figures import pyplot
+from depthwidth.report.study_plots import Figure, _save
 
 
 def plot_probes(study: StudyData, out: Path) -> Figure | None:
     rows = [r for r in study.results if r.probe_accuracy]
     if not rows:
         return None
-    plt = _plt()
+    plt = pyplot()
     probes = sorted({p for r in rows for p in r.probe_accuracy}, key=lambda p: (KINDS.get(p, "~"), p))
     text_slices = sorted({s for r in study.results for s in r.slice_losses if not s.startswith("probe:")})
     panels = len(probes) + (1 if text_slices else 0)

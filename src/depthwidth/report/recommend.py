@@ -21,9 +21,9 @@ from typing import Sequence
 
 from depthwidth.errors import UserError
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
-from depthwidth.report.rows import ShapeResult
-from depthwidth.report.study_tables import nbytes
+from depthwidth.present.units import nbytes, number, percent
 from depthwidth.report.targets import TargetEstimate, estimate_target, hardware_label
+from depthwidth.study.summary import ShapeResult
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,7 +59,7 @@ class Candidate:
 
     def to_dict(self) -> dict:
         r = self.result
-        return {"group": r.group, "label": r.label, "loss_mean": r.loss_mean, "loss_std": r.loss_std,
+        return {"group": r.group, "label": r.shape_label, "loss_mean": r.val_loss, "loss_std": r.val_loss_std,
                 "n_seeds": r.n_seeds, "aspect_ratio": r.aspect_ratio, "feasible": self.feasible,
                 "reasons": list(self.reasons), **{k: v for k, v in self.target.to_dict().items() if k != "key"}}
 
@@ -98,13 +98,14 @@ def recommend(
     noise: NoiseEstimate | None = None,
 ) -> Recommendation:
     """The recommendation for `constraints` over `results` (module docstring: the rule)."""
-    pool = [r for r in results if r.loss_mean is not None and (constraints.group is None or r.group == constraints.group)]
+    pool = [r for r in results
+            if r.val_loss is not None and (constraints.group is None or r.group == constraints.group)]
     if constraints.group is not None and not any(r.group == constraints.group for r in results):
         groups = sorted({r.group for r in results})
         raise UserError(f"group={constraints.group!r} is not in this study; groups: {', '.join(groups)}")
     noise = noise or estimate_noise(results)
     candidates = []
-    for r in sorted(pool, key=lambda r: r.loss_mean):
+    for r in sorted(pool, key=lambda r: r.val_loss):
         t = estimate_target(r, hardware=constraints.hardware, context=constraints.context, dtype=constraints.dtype,
                             memory=constraints.memory, seq_len=seq_len, batch_size=batch_size)
         reasons = []
@@ -112,7 +113,7 @@ def recommend(
             if t.decode_ms is None:
                 reasons.append("decode latency unknown")
             elif t.decode_ms > constraints.max_decode_ms:
-                reasons.append(f"decode {t.decode_ms:.3g} ms > {constraints.max_decode_ms:g} ms")
+                reasons.append(f"decode {_ms(t.decode_ms)} > {constraints.max_decode_ms:g} ms")
         if constraints.max_memory_gb is not None and t.memory_bytes / 1e9 > constraints.max_memory_gb:
             reasons.append(f"memory {t.memory_bytes / 1e9:.3g} GB > {constraints.max_memory_gb:g} GB")
         candidates.append(Candidate(result=r, target=t, feasible=not reasons, reasons=tuple(reasons)))
@@ -126,8 +127,8 @@ def recommend(
         fastest = min((c for c in candidates if c.target.decode_ms is not None), key=lambda c: c.target.decode_ms,
                       default=None)
         hint = "" if fastest is None else (
-            f" The fastest is {fastest.result.label} ({fastest.result.group}) at {fastest.target.decode_ms:.3g} ms "
-            f"per token, {nbytes(fastest.target.memory_bytes)}.")
+            f" The fastest is {fastest.result.shape_label} ({fastest.result.group}) at "
+            f"{_ms(fastest.target.decode_ms)} per token, {nbytes(fastest.target.memory_bytes)}.")
         return Recommendation(constraints=constraints, candidates=tuple(candidates), best=best, chosen=None, tied=(),
                               decided_by="none", noise=noise, trade=None,
                               verdict=f"No shape meets the limits ({_limits(constraints)}).{hint}")
@@ -149,7 +150,7 @@ def _within(noise: NoiseEstimate, a: Candidate, b: Candidate) -> bool:
     if a is b:
         return True
     threshold = noise.threshold(a.result, b.result)
-    return threshold is None or abs(b.result.loss_mean - a.result.loss_mean) <= threshold
+    return threshold is None or abs(b.result.val_loss - a.result.val_loss) <= threshold
 
 
 def _under(c: Constraints) -> str:
@@ -171,25 +172,25 @@ def _limits(c: Constraints) -> str:
 def _verdict(*, chosen: Candidate, tied, feasible, decided_by: str, noise: NoiseEstimate,
              constraints: Constraints) -> str:
     r, t = chosen.result, chosen.target
-    head = (f"Recommended: {r.label} ({r.group}), loss {r.loss_mean:.4f}, decode {_ms(t.decode_ms)} per token "
+    head = (f"Recommended: {r.shape_label} ({r.group}), loss {r.val_loss:.4f}, decode {_ms(t.decode_ms)} per token "
             f"({t.decode_source}), {t.memory_kind} memory {nbytes(t.memory_bytes)}, {_under(constraints)}.")
     if decided_by == "loss":
         return head + f" Its loss is lower than every other feasible shape by more than the noise ({noise.method})."
     if noise.sigma is None:
         rest = [c for c in feasible if c is not chosen]
-        lead = "" if not rest else f" (next: {rest[0].result.label}, {rest[0].result.loss_mean - r.loss_mean:+.4f})"
+        lead = "" if not rest else f" (next: {rest[0].result.shape_label}, {rest[0].result.val_loss - r.val_loss:+.4f})"
         return head + (f" It has the lowest loss{lead}, but that lead is not checked against noise: there is no "
                        "noise estimate (one seed per shape and too few validation evaluations); run 2 or more "
                        "seeds to know whether it is real.")
-    others = [c.result.label for c in tied if c is not chosen]
-    spread = max(c.result.loss_mean for c in tied) - min(c.result.loss_mean for c in tied)
+    others = [c.result.shape_label for c in tied if c is not chosen]
+    spread = max(c.result.val_loss for c in tied) - min(c.result.val_loss for c in tied)
     return head + (f" No winner on loss: {', '.join(others)} {'is' if len(others) == 1 else 'are'} within noise "
                    f"of it (spread {spread:.4f}, noise sigma {noise.sigma:.4f} by {noise.method}), so the fastest of "
                    "them is named.")
 
 
 def _trade(chosen: Candidate, best: Candidate, noise: NoiseEstimate) -> str:
-    dl = chosen.result.loss_mean - best.result.loss_mean
+    dl = chosen.result.val_loss - best.result.val_loss
     text = f"{dl:+.3f} loss"
     if _within(noise, best, chosen) and noise.sigma is not None:
         text += " (within noise)"
@@ -197,16 +198,19 @@ def _trade(chosen: Candidate, best: Candidate, noise: NoiseEstimate) -> str:
     gains = []
     if a is not None and b:
         change = (b - a) / b
-        gains.append(f"{abs(change):.0%} {'lower' if change >= 0 else 'higher'} decode latency")
+        gains.append(f"{percent(abs(change), digits=0)} {'lower' if change >= 0 else 'higher'} decode latency")
     ma, mb = chosen.target.memory_bytes, best.target.memory_bytes
     if ma is not None and mb and abs(mb - ma) / mb >= 0.005:
         change = (mb - ma) / mb
-        gains.append(f"{abs(change):.0%} {'less' if change >= 0 else 'more'} {chosen.target.memory_kind} memory")
-    return text + (" for " + " and ".join(gains) if gains else "") + f" than the unconstrained best {best.result.label}"
+        more = "less" if change >= 0 else "more"
+        gains.append(f"{percent(abs(change), digits=0)} {more} {chosen.target.memory_kind} memory")
+    return (text + (" for " + " and ".join(gains) if gains else "")
+            + f" than the unconstrained best {best.result.shape_label}")
 
 
 def _ms(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:.3g} ms"
+    """Milliseconds, the unit of the limits."""
+    return "unknown" if value is None else f"{number(value)} ms"
 
 
 __all__ = ["Candidate", "Constraints", "Recommendation", "recommend"]

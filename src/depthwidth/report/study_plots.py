@@ -10,8 +10,8 @@
 - latency_check: measured against predicted latency, with the y = x line;
 - fits: loss against non-embedding parameters per aspect-ratio family, fitted law, bootstrap band
   and extrapolation (see `report.trends`).
-The trade-off picture (per-layer memory against sequential depth) is `report.plots.plot_plan`, drawn
-per budget group in `report.study_tradeoff`.
+The trade-off picture (per-layer memory against sequential depth) is the planner's
+`present.plan_plot.plot_plan`, drawn per budget group in `report.study_tradeoff`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from depthwidth.present.figures import count_ticks, plain_log_ticks, pyplot
 from depthwidth.report.rows import StudyData
 from depthwidth.report.targets import TargetEstimate
 from depthwidth.report.trends import TrendReport, family_of
@@ -39,18 +40,8 @@ class Figure:
                 "svg": self.svg.name}
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "legend.fontsize": 8, "svg.hashsalt": "depthwidth"})
-    return plt
-
-
 def _save(fig, out: Path, name: str, title: str, caption: str) -> Figure:
-    plt = _plt()
+    plt = pyplot()
     out.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     png, svg = out / f"{name}.png", out / f"{name}.svg"
@@ -60,19 +51,8 @@ def _save(fig, out: Path, name: str, title: str, caption: str) -> Figure:
     return Figure(name=name, title=title, caption=caption, png=png, svg=svg)
 
 
-def _plain_log(ax, *, x: bool = True, y: bool = False) -> None:
-    """Log axes labelled 0.2, 0.5, 1, 2, ... instead of 2x10^-1 (labels that do not collide)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    for axis, on in ((ax.xaxis, x), (ax.yaxis, y)):
-        if on:
-            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            axis.set_minor_formatter(NullFormatter())
-
-
 def _group_colors(groups: Sequence[str]) -> dict[str, tuple]:
-    cmap = _plt().get_cmap("tab10")
+    cmap = pyplot().get_cmap("tab10")
     return {g: cmap(i % 10) for i, g in enumerate(groups)}
 
 
@@ -82,10 +62,10 @@ def _label_points(ax, xs, ys, labels) -> None:
 
 
 def plot_basin(study: StudyData, out: Path) -> Figure | None:
-    rows = [r for r in study.results if r.loss_mean is not None]
+    rows = [r for r in study.results if r.val_loss is not None]
     if not rows:
         return None
-    plt = _plt()
+    plt = pyplot()
     colors = _group_colors(study.groups)
     fig, ax = plt.subplots(figsize=(8, 5.2))
     for g in study.groups:
@@ -93,11 +73,11 @@ def plot_basin(study: StudyData, out: Path) -> Figure | None:
         if not pts:
             continue
         xs = [r.aspect_ratio for r in pts]
-        ys = [r.loss_mean for r in pts]
-        err = [r.loss_std or 0.0 for r in pts]
+        ys = [r.val_loss for r in pts]
+        err = [r.val_loss_std or 0.0 for r in pts]
         ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colors[g], label=f"{g} ({len(pts)} shapes)")
-        best = min(pts, key=lambda r: r.loss_mean)
-        ax.scatter([best.aspect_ratio], [best.loss_mean], marker="*", s=220, color=colors[g], edgecolor="k", zorder=5)
+        best = min(pts, key=lambda r: r.val_loss)
+        ax.scatter([best.aspect_ratio], [best.val_loss], marker="*", s=220, color=colors[g], edgecolor="k", zorder=5)
         _label_points(ax, xs, ys, [f"L{r.n_layers}" for r in pts])
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
@@ -110,20 +90,13 @@ def plot_basin(study: StudyData, out: Path) -> Figure | None:
                  "Each line is one budget; a flat bottom means many shapes are equally good at that scale.")
 
 
-def _tokens_text(value: float, _pos=None) -> str:
-    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:g}{suffix}"
-    return f"{value:g}"
-
-
 def plot_curves(study: StudyData, out: Path) -> Figure | None:
     groups = [g for g in study.groups if any(r.curves for r in study.results if r.group == g)]
     if not groups:
         return None
     import numpy as np
 
-    plt = _plt()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(groups), figsize=(8.6 * len(groups), 4.9), squeeze=False)
     cmap = plt.get_cmap("viridis")
     for ax, g in zip(axes[0], groups):
@@ -132,7 +105,7 @@ def plot_curves(study: StudyData, out: Path) -> Figure | None:
         for i, r in enumerate(rows):
             color = cmap(0.85 * i / max(1, len(rows) - 1))  # the light yellow end is hard to see on white
             for j, c in enumerate(r.curves):
-                label = f"{r.label} (d/L {r.aspect_ratio:.0f})" if j == 0 else None
+                label = f"{r.shape_label} (d/L {r.aspect_ratio:.0f})" if j == 0 else None
                 if len(c.train_loss) >= 2:
                     k = max(1, len(c.train_loss) // 20)  # moving average over ~5% of the steps
                     smooth = np.convolve(c.train_loss, np.ones(k) / k, mode="valid")
@@ -145,8 +118,7 @@ def plot_curves(study: StudyData, out: Path) -> Figure | None:
         ax.plot([], [], color="0.4", lw=1.8, marker="o", ms=3.5, label="validation (markers: evaluations)")
         ax.plot([], [], color="0.4", lw=1.0, ls="--", alpha=0.6, label="training, smoothed")
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(plt.FuncFormatter(_tokens_text))
-        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        count_ticks(ax.xaxis)
         if finals:
             lo, hi = min(finals), max(finals)
             ax.set_ylim(lo - 0.1 * max(hi - lo, 0.2), hi + 1.2 * max(hi - lo, 0.2))
@@ -163,27 +135,27 @@ def plot_curves(study: StudyData, out: Path) -> Figure | None:
 def _pareto_plot(study, out, *, name, xs_of, xlabel, title, caption, maximise_x: bool, log_x: bool):
     from depthwidth.shapes.evaluate import pareto_front
 
-    rows = [(r, xs_of(r)) for r in study.results if r.loss_mean is not None]
+    rows = [(r, xs_of(r)) for r in study.results if r.val_loss is not None]
     rows = [(r, x) for r, x in rows if x is not None and x > 0]
     if not rows:
         return None
-    plt = _plt()
+    plt = pyplot()
     colors = _group_colors(study.groups)
     fig, ax = plt.subplots(figsize=(8, 5.2))
-    points = [((-x if maximise_x else x), r.loss_mean) for r, x in rows]
+    points = [((-x if maximise_x else x), r.val_loss) for r, x in rows]
     best = pareto_front(points)
     for (r, x), on_front in zip(rows, best):
-        ax.scatter([x], [r.loss_mean], color=colors[r.group], s=110 if on_front else 50,
+        ax.scatter([x], [r.val_loss], color=colors[r.group], s=110 if on_front else 50,
                    marker="*" if on_front else "o", edgecolor="k", zorder=4)
-        ax.annotate(r.label, (x, r.loss_mean), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    front = sorted((x, r.loss_mean) for (r, x), b in zip(rows, best) if b)
+        ax.annotate(r.shape_label, (x, r.val_loss), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    front = sorted((x, r.val_loss) for (r, x), b in zip(rows, best) if b)
     if len(front) > 1:
         ax.plot([p[0] for p in front], [p[1] for p in front], ls="--", color="tab:red", lw=1.2, label="Pareto front")
     for g in study.groups:
         ax.scatter([], [], color=colors[g], label=g)
     if log_x:
         ax.set_xscale("log")
-        _plain_log(ax)
+        plain_log_ticks(ax)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("validation loss (nats/token)")
     ax.set_title(title)
@@ -192,7 +164,8 @@ def _pareto_plot(study, out, *, name, xs_of, xlabel, title, caption, maximise_x:
     return _save(fig, out, name, title, caption)
 
 
-def plot_pareto_latency(study: StudyData, targets: dict[str, TargetEstimate], out: Path, *, hardware: str) -> Figure | None:
+def plot_pareto_latency(study: StudyData, targets: dict[str, TargetEstimate], out: Path, *,
+                        hardware: str) -> Figure | None:
     sources = {t.decode_source for t in targets.values() if t.decode_ms is not None}
     return _pareto_plot(
         study, out, name="pareto_latency", xs_of=lambda r: targets[r.key].decode_ms if r.key in targets else None,
@@ -215,7 +188,7 @@ def plot_slices(study: StudyData, out: Path) -> Figure | None:
     slices = sorted({k for r in rows for k in r.slice_losses})
     if not rows or not slices:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(rows) + 3), 5.2))
     width = 0.8 / len(slices)
     cmap = plt.get_cmap("tab10")
@@ -226,7 +199,7 @@ def plot_slices(study: StudyData, out: Path) -> Figure | None:
         ys = [r.slice_losses.get(s, math.nan) for r in rows]
         ax.bar(xs, [y - base for y in ys], width=width, bottom=base, color=cmap(j % 10), label=s)
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([f"{r.label} ({r.group})" for r in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels([f"{r.shape_label} ({r.group})" for r in rows], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("validation loss on the slice (nats/token)")
     ax.set_title("Loss by evaluation slice and shape")
     ax.grid(True, axis="y", alpha=0.25)
@@ -244,7 +217,7 @@ def plot_latency_check(study: StudyData, out: Path) -> Figure | None:
                 pts.append((kind, r, m, p))
     if not pts:
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 5.6))
     for kind, marker, color in (("decode", "o", "tab:blue"), ("prefill", "s", "tab:orange")):
         sel = [(r, m, p) for k, r, m, p in pts if k == kind]
@@ -256,7 +229,7 @@ def plot_latency_check(study: StudyData, out: Path) -> Figure | None:
                        label=f"{kind}, batch 1: measured/predicted {ratios[0]:.2f}x to {ratios[-1]:.2f}x "
                              f"(median {median:.2f}x)")
             for r, m, p in (sel[0], sel[-1]) if len(sel) > 1 else sel:
-                ax.annotate(r.label, (p, m), textcoords="offset points", xytext=(6, -10), fontsize=8)
+                ax.annotate(r.shape_label, (p, m), textcoords="offset points", xytext=(6, -10), fontsize=8)
     lo = min(min(p, m) for _, _, m, p in pts) / 1.5
     hi = max(max(p, m) for _, _, m, p in pts) * 1.5
     ax.plot([lo, hi], [lo, hi], color="0.4", ls="--", lw=1, label="measured = predicted")
@@ -264,7 +237,7 @@ def plot_latency_check(study: StudyData, out: Path) -> Figure | None:
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
-    _plain_log(ax, x=True, y=True)
+    plain_log_ticks(ax, x=True, y=True)
     hw = sorted({r.bench_hardware for r in study.results if r.bench_hardware})
     ax.set_xlabel(f"roofline prediction, ms ({', '.join(hw)})")
     ax.set_ylabel("measured, ms (median)")
@@ -281,7 +254,7 @@ def plot_fits(study: StudyData, trends: TrendReport, out: Path) -> Figure | None
         return None
     import numpy as np
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5.4))
     cmap = plt.get_cmap("plasma")
     n_max = max(f.fit.n_range[1] for f in fitted)

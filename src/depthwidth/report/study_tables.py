@@ -1,8 +1,8 @@
 """The comparison table of a study: one row per (budget group, shape), raw values plus their text.
 
-`comparison(study, targets=...)` returns a `Comparison` (columns and rows of raw values), which the HTML
-page, report.md, results.csv and the CLI's rich table all render, so they always agree. Column keys are
-stable and are the CSV header.
+`comparison(study, targets=...)` returns a `Comparison` (columns and rows of raw values) of the study's
+`ShapeResult`s, which the HTML page, report.md and results.csv all render, so they always agree. Column
+keys are stable and are the CSV header; values are written with `depthwidth.present.units`.
 """
 
 from __future__ import annotations
@@ -10,23 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from depthwidth.report.rows import ShapeResult, StudyData
+from depthwidth.present.units import count, flops, nbytes, number, percent, ratio
+from depthwidth.report.rows import StudyData
 from depthwidth.report.targets import TargetEstimate
-
-
-def _count(n: float) -> str:
-    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= scale:
-            return f"{n / scale:.4g}{suffix}"
-    return f"{n:.4g}"
-
-
-def nbytes(n: float) -> str:
-    """Binary units: 1536 -> '1.5 KiB'."""
-    for scale, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {suffix}"
-    return f"{int(n)} B"
+from depthwidth.study.summary import ShapeResult
 
 
 def _g(digits: int) -> Callable[[Any], str]:
@@ -60,10 +47,8 @@ class Comparison:
 
     def section(self, keys: tuple[str, ...]) -> tuple[Column, ...]:
         """The columns of `keys` in table order; the slice-loss columns go with "val_loss"."""
-        return tuple(c for c in self.columns if c.key in keys or (c.key.startswith(("slice:", "probe:")) and "val_loss" in keys))
-
-    def text_rows(self) -> list[list[str]]:
-        return [[self.text(r, c.key) for c in self.columns] for r in self.rows]
+        return tuple(c for c in self.columns
+                     if c.key in keys or (c.key.startswith(("slice:", "probe:")) and "val_loss" in keys))
 
     def to_dict(self) -> dict[str, Any]:
         return {"hardware": self.hardware, "columns": [{"key": c.key, "title": c.title, "note": c.note}
@@ -80,26 +65,26 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         Column(key="shape", title="shape"),
         Column(key="n_layers", title="L"),
         Column(key="d_model", title="d_model"),
-        Column(key="params", title="params", fmt=_count),
-        Column(key="non_embedding_params", title="non-emb params", fmt=_count),
+        Column(key="params", title="params", fmt=count),
+        Column(key="non_embedding_params", title="non-emb params", fmt=count),
         Column(key="aspect_ratio", title="d/L", fmt=_f(1)),
-        Column(key="train_flops_per_token", title="train FLOPs/token", fmt=_count),
+        Column(key="train_flops_per_token", title="train FLOPs/token", fmt=flops),
         Column(key="best_lr", title="best LR", fmt=_g(3)),
         Column(key="val_loss", title="val loss", fmt=_f(4), note="mean over seeds at the best LR"),
         Column(key="val_loss_std", title="± (seeds)", fmt=_f(4), note="standard deviation over seeds"),
         Column(key="n_seeds", title="seeds"),
         *[Column(key=f"slice:{s}", title=f"loss {s}", fmt=_f(4)) for s in slices],
-        *[Column(key=f"probe:{p}:{d}", title=f"{p} {d} acc", fmt=lambda v: f"{v:.0%}",
+        *[Column(key=f"probe:{p}:{d}", title=f"{p} {d} acc", fmt=lambda v: percent(v, digits=0),
                  note=f"exact-match accuracy on held-out {p} examples at difficulty {d}") for p, d in probes],
-        Column(key="tokens_per_s", title="train tok/s", fmt=lambda v: f"{v:,.0f}"),
-        Column(key="mfu", title="MFU", fmt=lambda v: f"{v:.1%}"),
+        Column(key="tokens_per_s", title="train tok/s", fmt=number),
+        Column(key="mfu", title="MFU", fmt=percent),
         Column(key="peak_memory_bytes", title="peak train mem", fmt=nbytes),
-        Column(key="measured_prefill_ms", title="prefill ms (measured)", fmt=_g(3)),
-        Column(key="measured_decode_ms", title="decode ms (measured)", fmt=_g(3)),
-        Column(key="bench_ratio", title="measured/pred", fmt=lambda v: f"{v:.2f}x",
+        Column(key="measured_prefill_ms", title="prefill ms (measured)", fmt=number),
+        Column(key="measured_decode_ms", title="decode ms (measured)", fmt=number),
+        Column(key="bench_ratio", title="measured/pred", fmt=ratio,
                note="decode, against the roofline for the machine it ran on"),
-        Column(key="target_prefill_ms", title=f"prefill ms ({hardware})", fmt=_g(3)),
-        Column(key="target_decode_ms", title=f"decode ms ({hardware})", fmt=_g(3)),
+        Column(key="target_prefill_ms", title=f"prefill ms ({hardware})", fmt=number),
+        Column(key="target_decode_ms", title=f"decode ms ({hardware})", fmt=number),
         Column(key="target_source", title="source"),
         Column(key="int8_loss_change", title="int8 Δloss", fmt=lambda v: f"{v:+.4f}"),
         Column(key="lr_edge", title="LR at grid edge", note="the best LR is the lowest or highest tried"),
@@ -113,43 +98,29 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
 
 
 def _row(r: ShapeResult, t: TargetEstimate | None, slices: list[str]) -> dict[str, Any]:
-    ratio = None
+    bench_ratio = None
     if r.measured_decode_ms and r.bench_predicted_decode_ms:
-        ratio = r.measured_decode_ms / r.bench_predicted_decode_ms
+        bench_ratio = r.measured_decode_ms / r.bench_predicted_decode_ms
     source = ""
     if t is not None:
-        source = t.decode_source if t.decode_source == t.prefill_source else f"{t.decode_source}; prefill {t.prefill_source}"
-    row = {
-        "group": r.group, "shape": r.label, "n_layers": r.n_layers, "d_model": r.d_model, "params": r.params,
+        source = (t.decode_source if t.decode_source == t.prefill_source
+                  else f"{t.decode_source}; prefill {t.prefill_source}")
+    return {
+        "group": r.group, "shape": r.shape_label, "n_layers": r.n_layers, "d_model": r.d_model, "params": r.params,
         "non_embedding_params": r.non_embedding_params, "aspect_ratio": r.aspect_ratio,
-        "train_flops_per_token": r.train_flops_per_token, "best_lr": r.best_lr, "val_loss": r.loss_mean,
-        "val_loss_std": r.loss_std, "n_seeds": r.n_seeds,
+        "train_flops_per_token": r.train_flops_per_token, "best_lr": r.best_lr, "val_loss": r.val_loss,
+        "val_loss_std": r.val_loss_std, "n_seeds": r.n_seeds,
         **{f"slice:{s}": r.slice_losses.get(s) for s in slices},
         "tokens_per_s": r.tokens_per_s, "mfu": r.mfu, "peak_memory_bytes": r.peak_memory_bytes,
         "measured_prefill_ms": r.measured_prefill_ms, "measured_decode_ms": r.measured_decode_ms,
-        "bench_ratio": ratio,
+        "bench_ratio": bench_ratio,
         "target_prefill_ms": None if t is None else t.prefill_ms,
         "target_decode_ms": None if t is None else t.decode_ms,
         "target_source": source,
         "int8_loss_change": r.int8_loss_change,
         "lr_edge": r.lr_edge or "",
-        "warnings": "; ".join(r.warnings),
+        "warnings": r.warning or "",
     }
-    return row
-
-
-def rich_table(table: Comparison, *, keys: tuple[str, ...] | None = None, title: str = ""):
-    """A rich Table of the comparison (a subset of columns with `keys`)."""
-    from rich import box
-    from rich.table import Table
-
-    cols = [c for c in table.columns if keys is None or c.key in keys]
-    out = Table(title=title or None, box=box.SIMPLE_HEAVY, title_justify="left")
-    for c in cols:
-        out.add_column(c.title, justify="left" if c.key in ("group", "shape", "target_source", "warnings") else "right")
-    for r in table.rows:
-        out.add_row(*[table.text(r, c.key) for c in cols])
-    return out
 
 
 #: the page shows the comparison as two tables: shape and loss, then speed and memory (warnings listed apart)
@@ -158,8 +129,8 @@ LOSS_KEYS = ("group", "shape", "n_layers", "d_model", "params", "non_embedding_p
 SPEED_KEYS = ("group", "shape", "tokens_per_s", "mfu", "peak_memory_bytes", "measured_prefill_ms",
               "measured_decode_ms", "bench_ratio", "target_prefill_ms", "target_decode_ms", "target_source")
 
-#: the columns the terminal shows (the HTML page and the CSV have all of them)
-TERMINAL_KEYS = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr",
+#: the columns report.md shows (the HTML page and the CSV have all of them)
+MARKDOWN_KEYS = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr",
                  "val_loss", "val_loss_std", "n_seeds", "tokens_per_s", "measured_decode_ms", "target_decode_ms")
 
-__all__ = ["Column", "Comparison", "nbytes", "LOSS_KEYS", "SPEED_KEYS", "TERMINAL_KEYS", "comparison", "rich_table"]
+__all__ = ["Column", "Comparison", "LOSS_KEYS", "MARKDOWN_KEYS", "SPEED_KEYS", "comparison"]

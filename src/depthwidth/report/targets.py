@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from depthwidth.errors import UserError
 from depthwidth.machine import MEASURED
-from depthwidth.report.rows import ShapeResult
+from depthwidth.study.summary import ShapeResult
 
 MEMORY_KINDS = ("serving", "training")
 
@@ -116,7 +116,7 @@ def estimate_target(
     prompt_len = prompt_len or result.bench_prompt_len or default_len
     for name, value in (("context", context), ("prompt_len", prompt_len)):
         if value > shape.max_seq_len:
-            raise UserError(f"{name}={value} exceeds max_seq_len={shape.max_seq_len} of {result.label}")
+            raise UserError(f"{name}={value} exceeds max_seq_len={shape.max_seq_len} of {result.shape_label}")
     measured = measured_applies(target, result.bench_hardware)
     where = hardware_label(target)
 

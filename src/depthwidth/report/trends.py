@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from depthwidth.errors import UserError
+from depthwidth.present.units import count
 from depthwidth.report.fit import MIN_DISTINCT_N, Interval, PowerLawFit, fit_power_law
 
 #: N values closer than this factor are one scale
@@ -143,46 +144,45 @@ def fit_trends(
             f"no aspect-ratio family was measured at {MIN_DISTINCT_N} or more scales (at most {most}): "
             "no trend can be fitted, and a conclusion from one scale does not transfer to others by itself"
         )
-    supported = bool(fitted)
-    extrapolation: list[ExtrapolationPoint] = []
-    best = None
-    if fitted:
-        n_max = max(f.fit.n_range[1] for f in fitted)
-        for f in fitted:
-            for factor in factors:
-                n = n_max * factor
-                extrapolation.append(ExtrapolationPoint(
-                    family=f.family, n=n, factor=n / f.fit.n_range[1],
-                    loss=f.fit.predict_interval(n, level=level)))
-        first = [p for p in extrapolation if math.isclose(p.n, n_max * factors[0])]
-        best_point = min(first, key=lambda p: p.loss.value)
-        best = best_point.family
-        best_trend = next(f for f in fitted if f.family == best)
-        if best_trend.distinct_n < MIN_DISTINCT_N:
-            supported = False
-            warnings.append(
-                f"{best}: measured at only {best_trend.distinct_n} scales (sizes more than {SCALE_RATIO:g}x apart): "
-                f"a 3-parameter law through fewer than {MIN_DISTINCT_N} scales is not determined by the data; "
-                "do not extrapolate it")
-        for w in best_trend.fit.warnings:
-            if best_trend.distinct_n >= MIN_DISTINCT_N:
-                supported = False
-                warnings.append(f"{best}: {w}")
-        for p in first:
-            if p.family != best and p.loss.overlaps(best_point.loss):
-                supported = False
-                warnings.append(
-                    f"at N={n_max * factors[0]:.3g} the {level:.0%} bands of {best} "
-                    f"[{best_point.loss.lo:.3f}, {best_point.loss.hi:.3f}] and {p.family} "
-                    f"[{p.loss.lo:.3f}, {p.loss.hi:.3f}] overlap: the data does not single out a best aspect ratio there"
-                )
-        if max(factors) > 10:
-            warnings.append(
-                f"extrapolating {max(factors):g}x beyond the largest measured model: the bands assume the power "
-                "law keeps holding there, which the data cannot show"
-            )
-    return TrendReport(families=tuple(families), best_family=best, extrapolation=tuple(extrapolation),
-                       supported=supported, warnings=tuple(warnings))
+    if not fitted:
+        return TrendReport(families=tuple(families), best_family=None, extrapolation=(), supported=False,
+                           warnings=tuple(warnings))
+    best, extrapolation, caveats, notes = _extrapolate(fitted, factors=factors, level=level)
+    return TrendReport(families=tuple(families), best_family=best, extrapolation=extrapolation,
+                       supported=not caveats, warnings=tuple(warnings + caveats + notes))
+
+
+def _extrapolate(fitted: list[FamilyTrend], *, factors: Sequence[float],
+                 level: float) -> tuple[str, tuple[ExtrapolationPoint, ...], list[str], list[str]]:
+    """(best family, every fitted family at every factor, the reasons the data cannot support the pick,
+    notes that hold however good the data)."""
+    n_max = max(f.fit.n_range[1] for f in fitted)
+    extrapolation = tuple(ExtrapolationPoint(family=f.family, n=n, factor=n / f.fit.n_range[1],
+                                             loss=f.fit.predict_interval(n, level=level))
+                          for f in fitted for n in (n_max * factor for factor in factors))
+    first = [p for p in extrapolation if math.isclose(p.n, n_max * factors[0])]
+    best_point = min(first, key=lambda p: p.loss.value)
+    best = best_point.family
+    best_trend = next(f for f in fitted if f.family == best)
+    caveats: list[str] = []
+    if best_trend.distinct_n < MIN_DISTINCT_N:
+        caveats.append(
+            f"{best}: measured at only {best_trend.distinct_n} scales (sizes more than {SCALE_RATIO:g}x apart): "
+            f"a 3-parameter law through fewer than {MIN_DISTINCT_N} scales is not determined by the data; "
+            "do not extrapolate it")
+    else:
+        caveats += [f"{best}: {w}" for w in best_trend.fit.warnings]
+    for p in first:
+        if p.family != best and p.loss.overlaps(best_point.loss):
+            caveats.append(
+                f"at N={count(n_max * factors[0])} the {level:.0%} bands of {best} "
+                f"[{best_point.loss.lo:.3f}, {best_point.loss.hi:.3f}] and {p.family} "
+                f"[{p.loss.lo:.3f}, {p.loss.hi:.3f}] overlap: the data does not single out a best aspect ratio there")
+    notes = []
+    if max(factors) > 10:
+        notes.append(f"extrapolating {max(factors):g}x beyond the largest measured model: the bands assume the power "
+                     "law keeps holding there, which the data cannot show")
+    return best, extrapolation, caveats, notes
 
 
 def count_scales(ns: Sequence[float], *, ratio: float = SCALE_RATIO) -> int:

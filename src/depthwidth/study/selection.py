@@ -41,6 +41,12 @@ class LRChoice:
     edge: str | None  # "low" | "high" when the best lr is at that end of the grid
     warning: str | None
 
+    @property
+    def lr_losses(self) -> dict[float, float | None]:
+        """Mean loss over seeds per learning rate tried, ascending (None: diverged, failed or unfinished)."""
+        return {t.lr: t.mean_loss if t.mean_loss is not None and math.isfinite(t.mean_loss) else None
+                for t in self.trials}
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -1,49 +1,152 @@
-"""A study at a glance, computed from its store: one row per shape (its best learning rate, loss, speed,
-memory and batch-1 latency), the learning-rate choices, the fairness verdict and every protocol warning.
-`study status`, `study show`, the demo and reports read this; nothing here prints.
+"""A study at a glance, computed from its store: one `ShapeResult` per (budget group, shape) - its
+learning-rate trials, its seeds at the best learning rate aggregated, speed, memory and its bench run's
+batch-1 latency - with the learning-rate choices, the fairness verdict and every protocol warning.
+
+`ShapeResult` is the one per-shape result of a study: `study status`, `study show`, the demo, the
+report (its tables, plots, fits, CSV/JSON export) and `recommend` all read it. `summarize` builds it
+once; the report adds the curves its plots and noise estimate need (`ShapeResult.curves`,
+`eval_noise`) with `dataclasses.replace`. Nothing here prints.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
 
+from depthwidth.errors import UserError
+from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.fairness import FairnessReport, check_fairness
 from depthwidth.study.selection import LRChoice, select_lrs
-from depthwidth.study.store import Store
+from depthwidth.study.store import ResultRecord, RunRecord, Store
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ShapeRow:
+class CurveSeries:
+    """Validation (and training) loss against training tokens of one run (one seed at the shape's
+    selected LR)."""
+
+    seed: int
+    tokens: tuple[float, ...]
+    val_loss: tuple[float, ...]
+    train_tokens: tuple[float, ...] = ()  # the per-step training loss, when stored
+    train_loss: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.tokens) != len(self.val_loss):
+            raise UserError(f"tokens has {len(self.tokens)} points but val_loss has {len(self.val_loss)}")
+        if len(self.train_tokens) != len(self.train_loss):
+            raise UserError(f"train_tokens has {len(self.train_tokens)} points but train_loss has "
+                            f"{len(self.train_loss)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seed": self.seed, "tokens": list(self.tokens), "val_loss": list(self.val_loss),
+                "train_tokens": list(self.train_tokens), "train_loss": list(self.train_loss)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ShapeResult:
+    """One shape of one budget group, its seeds aggregated at its selected learning rate.
+
+    Losses are validation cross-entropy in nats per token. `seed_losses` are the completed runs at
+    `best_lr`, one per seed (`best_run_ids`); `lr_losses` is the mean loss per learning rate tried
+    (None when a run at that LR diverged, failed or has not finished). Speed, MFU, memory, slice
+    losses and probe accuracy are means over those seeds. Measured latencies are batch 1, from the
+    shape's bench run on `bench_hardware` (the profile its predictions used): prefill of the first
+    prompt length, decode of one token with the first context length cached; `bench_predicted_*`
+    are that profile's roofline predictions; throughput is generation at the largest batch measured.
+    """
+
     group: str
     shape_label: str
-    n_layers: int
-    d_model: int
-    n_heads: int
+    shape: Shape
     params: int
     non_embedding_params: int
-    aspect_ratio: float  # d_model / n_layers
-    lr_trials: int
+    train_flops_per_token: float  # model FLOPs at the study's sequence length
+    lr_losses: dict[float, float | None]  # ascending lr
     best_lr: float | None
-    val_loss: float | None  # best trial, mean over seeds
-    val_loss_by_slice: dict | None  # best trial, first seed
-    tokens: int | None  # trained tokens of the best run
-    tokens_per_s: float | None
-    mfu: float | None
-    peak_memory_bytes: int | None
-    prefill_ms: float | None  # batch 1, the first prompt length of the bench settings
-    prefill_predicted_ms: float | None
-    prefill_tokens: int | None
-    decode_ms: float | None  # batch 1, one token with the first context length cached
-    decode_predicted_ms: float | None
-    decode_context: int | None
-    throughput_tokens_per_s: float | None  # generation at the largest batch measured
-    throughput_batch: int | None
-    warning: str | None
+    best_run_ids: tuple[str, ...] = ()
+    lr_edge: str | None = None  # "low" | "high": the best LR is at that end of the grid
+    warning: str | None = None  # the learning-rate selection's protocol warning
+    seed_losses: tuple[float, ...] = ()
+    slice_losses: dict[str, float] = field(default_factory=dict)
+    #: {probe: {difficulty: exact-match accuracy}} (probe slices only)
+    probe_accuracy: dict[str, dict[str, float]] = field(default_factory=dict)
+    tokens: int | None = None  # trained tokens of the best run
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    peak_memory_bytes: float | None = None
+    measured_prefill_ms: float | None = None
+    bench_predicted_prefill_ms: float | None = None
+    bench_prompt_len: int | None = None
+    measured_decode_ms: float | None = None
+    bench_predicted_decode_ms: float | None = None
+    bench_context: int | None = None
+    throughput_tokens_per_s: float | None = None
+    throughput_batch: int | None = None
+    bench_hardware: str | None = None
+    int8_loss_change: float | None = None
+    curves: tuple[CurveSeries, ...] = ()  # filled by the report's loader
+    eval_noise: float | None = None  # one-seed noise estimate from the curves (see report.noise)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def __post_init__(self) -> None:
+        if any(not (isinstance(v, (int, float)) and math.isfinite(v)) for v in self.seed_losses):
+            raise UserError(f"seed_losses={self.seed_losses!r} must be finite numbers")
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}/{self.shape_label}"
+
+    @property
+    def n_layers(self) -> int:
+        return self.shape.n_layers
+
+    @property
+    def d_model(self) -> int:
+        return self.shape.d_model
+
+    @property
+    def n_heads(self) -> int:
+        return self.shape.n_heads
+
+    @property
+    def aspect_ratio(self) -> float:
+        return self.shape.aspect_ratio
+
+    @property
+    def lr_grid(self) -> tuple[float, ...]:
+        return tuple(self.lr_losses)
+
+    @property
+    def lr_trials(self) -> int:
+        return len(self.lr_losses)
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.seed_losses)
+
+    @property
+    def val_loss(self) -> float | None:
+        """Mean over seeds at the best learning rate."""
+        return statistics.fmean(self.seed_losses) if self.seed_losses else None
+
+    @property
+    def val_loss_std(self) -> float | None:
+        """Sample standard deviation over seeds (None with fewer than 2)."""
+        return statistics.stdev(self.seed_losses) if len(self.seed_losses) > 1 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("shape", "curves")}
+        return out | {
+            "shape": self.shape.to_dict(), "best_run_ids": list(self.best_run_ids),
+            "lr_losses": {repr(k): v for k, v in self.lr_losses.items()}, "seed_losses": list(self.seed_losses),
+            "n_layers": self.n_layers, "d_model": self.d_model, "n_heads": self.n_heads,
+            "aspect_ratio": self.aspect_ratio, "lr_grid": list(self.lr_grid), "lr_trials": self.lr_trials,
+            "n_seeds": self.n_seeds, "val_loss": self.val_loss, "val_loss_std": self.val_loss_std,
+        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,7 +155,7 @@ class StudySummary:
     study_dir: str
     running: bool  # a driver holds the study's lock now
     counts: dict[str, int]  # runs of the current spec by status ("interrupted" when running rows are stale)
-    rows: tuple[ShapeRow, ...]
+    rows: tuple[ShapeResult, ...]
     choices: tuple[LRChoice, ...]
     fairness: FairnessReport
     failed: tuple[tuple[str, str, str], ...]  # (run id, label, error)
@@ -77,17 +180,7 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
     results = {r.run_id: r for r in store.results()}
     choices = select_lrs(runs, results)
     fairness = check_fairness(runs, results)
-    bench = {}
-    for run in runs:
-        if run.kind == "bench" and run.run_id in results:
-            bench.setdefault(run.shape_label, results[run.run_id].data)
-    shapes = {}
-    for run in runs:
-        shapes.setdefault(run.shape_label, Shape.from_dict(run.config["shape"]))
-    rows = tuple(_row(c, shapes[c.shape_label], results, bench.get(c.shape_label)) for c in choices)
-    if not choices:  # a bench-only view still lists its shapes
-        rows = tuple(_row(None, s, results, bench.get(label), group=g) for label, s, g in
-                     dict.fromkeys((r.shape_label, shapes[r.shape_label], r.group) for r in runs))
+    rows = _rows(runs, results, choices, seq_len=store.spec().data.seq_len)
     counts = store.counts()
     if not running and counts["running"]:
         counts["interrupted"] = counts.pop("running")
@@ -109,36 +202,72 @@ def _label(run) -> str:
     return f"{run.shape_label} bench" if run.kind == "bench" else f"{run.shape_label} lr={run.lr:.3g} seed={run.seed}"
 
 
-def _row(choice: LRChoice | None, shape: Shape, results: dict, bench: dict | None, *, group: str = "") -> ShapeRow:
-    p = count_params(shape)
-    best = results.get(choice.best_run_ids[0]) if choice and choice.best_run_ids else None
-    lat = _bench_headline(bench)
-    return ShapeRow(
-        group=choice.group if choice else group, shape_label=shape.label(), n_layers=shape.n_layers,
-        d_model=shape.d_model, n_heads=shape.n_heads, params=p.total, non_embedding_params=p.non_embedding,
-        aspect_ratio=shape.aspect_ratio, lr_trials=len(choice.trials) if choice else 0,
-        best_lr=choice.best_lr if choice else None, val_loss=choice.best_loss if choice else None,
-        val_loss_by_slice=best.data.get("val_loss_by_slice") if best else None,
-        tokens=best.tokens if best else None, tokens_per_s=best.tokens_per_s if best else None,
-        mfu=best.mfu if best else None, peak_memory_bytes=best.peak_memory_bytes if best else None,
-        warning=choice.warning if choice else None, **lat,
+def _rows(runs: list[RunRecord], results: dict[str, ResultRecord], choices: tuple[LRChoice, ...], *,
+          seq_len: int | None) -> tuple[ShapeResult, ...]:
+    """One result per LR choice; without training runs (a bench-only view) one per shape."""
+    by_id = {r.run_id: r for r in runs}
+    bench: dict[str, dict] = {}
+    shapes: dict[tuple[str, str], Shape] = {}
+    for run in runs:
+        shapes.setdefault((run.group, run.shape_label), Shape.from_dict(run.config["shape"]))
+        if run.kind == "bench" and run.status == "completed" and run.run_id in results:
+            bench.setdefault(run.shape_label, results[run.run_id].data)
+    if choices:
+        return tuple(_shape_result(shapes[(c.group, c.shape_label)], group=c.group, choice=c, by_id=by_id,
+                                   results=results, bench=bench.get(c.shape_label), seq_len=seq_len) for c in choices)
+    return tuple(_shape_result(shape, group=group, choice=None, by_id=by_id, results=results, bench=bench.get(label),
+                               seq_len=seq_len) for (group, label), shape in shapes.items())
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return statistics.fmean(values) if values else None
+
+
+def _means(dicts: list[dict], *, order=None) -> dict[str, float]:
+    """Per key (sorted by `order`), the mean over the dicts that hold a finite value for it."""
+    means = {k: _mean(d.get(k) for d in dicts) for k in sorted({k for d in dicts for k in d}, key=order)}
+    return {k: v for k, v in means.items() if v is not None}
+
+
+def _shape_result(shape: Shape, *, group: str, choice: LRChoice | None, by_id: dict[str, RunRecord],
+                  results: dict[str, ResultRecord], bench: dict | None, seq_len: int | None) -> ShapeResult:
+    run_ids = choice.best_run_ids if choice else ()
+    best = [results[i] for i in run_ids if i in results and by_id[i].status == "completed"]
+    probes = [r.data.get("probe_accuracy") or {} for r in best]
+    counts = count_params(shape)
+    return ShapeResult(
+        group=group, shape_label=shape.label(), shape=shape, params=counts.total,
+        non_embedding_params=counts.non_embedding,
+        train_flops_per_token=flops(shape, seq_len=seq_len or shape.max_seq_len).train_per_token,
+        lr_losses=choice.lr_losses if choice else {}, best_lr=choice.best_lr if choice else None,
+        best_run_ids=tuple(run_ids), lr_edge=choice.edge if choice else None,
+        warning=choice.warning if choice else None,
+        seed_losses=tuple(r.val_loss for r in best if r.val_loss is not None and math.isfinite(r.val_loss)),
+        slice_losses=_means([r.data.get("val_loss_by_slice") or {} for r in best]),
+        probe_accuracy={p: _means([by.get(p, {}) for by in probes], order=int)
+                        for p in sorted({p for by in probes for p in by})},
+        tokens=best[0].tokens if best else None, tokens_per_s=_mean(r.tokens_per_s for r in best),
+        mfu=_mean(r.mfu for r in best), peak_memory_bytes=_mean(r.peak_memory_bytes for r in best),
+        **_bench_headline(bench),
     )
 
 
 def _bench_headline(data: dict | None) -> dict:
-    out = dict(prefill_ms=None, prefill_predicted_ms=None, prefill_tokens=None, decode_ms=None,
-               decode_predicted_ms=None, decode_context=None, throughput_tokens_per_s=None, throughput_batch=None)
+    """The batch-1 latency, throughput, int8 and hardware fields of `ShapeResult` from a bench result."""
     if not data:
-        return out
+        return {}
+    out: dict[str, Any] = {"bench_hardware": (data.get("hardware") or {}).get("name"),
+                           "int8_loss_change": (data.get("quantization") or {}).get("val_loss_change")}
     variant = data.get("config", {}).get("dtype", "fp32")
-    for kind, prefix, key in (("prefill", "prefill", "prefill_tokens"), ("decode", "decode", "decode_context")):
+    for kind, length in (("prefill", "bench_prompt_len"), ("decode", "bench_context")):
         points = [p for p in data.get("latency", []) if p["kind"] == kind and p["batch"] == 1
                   and p["variant"] == variant]
         if points:
             first = min(points, key=lambda p: p["tokens"])
-            out[f"{prefix}_ms"] = first["seconds"]["median"] * 1e3
-            out[f"{prefix}_predicted_ms"] = first["predicted_s"] * 1e3
-            out[key] = first["tokens"]
+            out[f"measured_{kind}_ms"] = first["seconds"]["median"] * 1e3
+            out[f"bench_predicted_{kind}_ms"] = first["predicted_s"] * 1e3
+            out[length] = first["tokens"]
     tput = [p for p in data.get("throughput", []) if p["variant"] == variant]
     if tput:
         top = max(tput, key=lambda p: p["batch"])
@@ -146,4 +275,4 @@ def _bench_headline(data: dict | None) -> dict:
     return out
 
 
-__all__ = ["ShapeRow", "StudySummary", "summarize"]
+__all__ = ["CurveSeries", "ShapeResult", "StudySummary", "summarize"]

@@ -1,0 +1,174 @@
+"""How `depthwidth study` and `depthwidth demo` show a study in the terminal: the runs by state, the
+fairness verdict, the comparison table of the study's `ShapeResult`s (the per-shape type every table
+of depthwidth renders), the runs, one run with its curve, and a validated spec. Pure presentation of
+`depthwidth.study` records; nothing here computes a number."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from depthwidth.present.units import count, integer, number, or_dash, percent
+
+STATE_ORDER = ("completed", "diverged", "failed", "running", "interrupted", "pending")
+
+
+def counts_line(summary) -> str:
+    parts = [f"{summary.counts[s]} {s}" for s in STATE_ORDER if summary.counts.get(s)]
+    total = sum(summary.counts.get(s, 0) for s in STATE_ORDER)
+    state = "running" if summary.running else ("complete" if summary.complete else "incomplete")
+    return f"study {summary.name!r} in {summary.study_dir}: {state}, {total} runs ({', '.join(parts) or 'none'})"
+
+
+def fairness_line(summary) -> str:
+    f = summary.fairness
+    if f.fair:
+        return (f"fair: yes ({f.checked_runs} training runs share data, settings, token budget per group, "
+                "batch stream per seed, LR-trial count and seeds)")
+    return f"fair: NO - differs: {', '.join(f.fields)}"
+
+
+def _latency(measured: float | None, predicted: float | None) -> str:
+    """'1.53 (0.96)': measured ms, with the roofline prediction in brackets."""
+    if measured is None:
+        return "-"
+    return number(measured) + (f" ({number(predicted)})" if predicted is not None else "")
+
+
+#: (header, cell) of the terminal comparison table, one row per `ShapeResult`
+SHAPE_COLUMNS: tuple[tuple[str, Callable], ...] = (
+    ("group", lambda r: r.group),
+    ("shape", lambda r: r.shape_label),
+    ("L", lambda r: str(r.n_layers)),
+    ("d", lambda r: str(r.d_model)),
+    ("non-emb", lambda r: count(r.non_embedding_params)),
+    ("d/L", lambda r: f"{r.aspect_ratio:.3g}"),
+    ("LRs", lambda r: str(r.lr_trials)),
+    ("best lr", lambda r: or_dash(r.best_lr, ".3g")),
+    ("val loss", lambda r: or_dash(r.val_loss, ".4f")),
+    ("tok/s", lambda r: or_dash(r.tokens_per_s)),
+    ("MFU", lambda r: or_dash(r.mfu, percent)),
+    ("prefill ms", lambda r: _latency(r.measured_prefill_ms, r.bench_predicted_prefill_ms)),
+    ("decode ms", lambda r: _latency(r.measured_decode_ms, r.bench_predicted_decode_ms)),
+)
+
+
+def shapes_table(summary):
+    """The comparison table; columns that say nothing here (one group, d/L, the LR count the fairness line
+    already states) are left out so that it fits a terminal."""
+    from rich import box
+    from rich.table import Table
+
+    skip = {"d/L", "LRs"} | ({"group"} if len({r.group for r in summary.rows}) <= 1 else set())
+    columns = [c for c in SHAPE_COLUMNS if c[0] not in skip]
+    table = Table(title="shapes (best learning rate each; batch-1 latency in ms: measured (predicted); decode per "
+                        "token)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for head, _ in columns:
+        table.add_column(head, justify="left" if head in ("group", "shape") else "right", no_wrap=True)
+    for row in summary.rows:
+        table.add_row(*[cell(row) for _, cell in columns])
+    return table
+
+
+def runs_table(runs, results: dict):
+    from rich.table import Table
+
+    table = Table(title="runs", title_justify="left")
+    for head in ("id", "kind", "shape", "lr", "seed", "status", "tries", "val loss", "wall s", "error"):
+        table.add_column(head, justify="left" if head in ("id", "kind", "shape", "status", "error") else "right")
+    for r in runs:
+        res = results.get(r.run_id)
+        table.add_row(r.run_id[:10], r.kind, r.shape_label, or_dash(r.lr, ".3g"), or_dash(r.seed, "d"), r.status,
+                      str(r.attempts), or_dash(res.val_loss if res else None, ".4f"), or_dash(r.wall_seconds, ".1f"),
+                      (r.error or "")[:80])
+    return table
+
+
+def curve_table(points, *, every: int = 1):
+    from rich.table import Table
+
+    table = Table(title="curve", title_justify="left")
+    for head in ("step", "tokens", "train loss", "val loss", "lr", "grad norm", "tok/s"):
+        table.add_column(head, justify="right")
+    for i, p in enumerate(points):
+        if i % every and p.val_loss is None and i != len(points) - 1:
+            continue
+        table.add_row(str(p.step), or_dash(p.tokens, count), or_dash(p.train_loss, ".4f"),
+                      or_dash(p.val_loss, ".4f"), or_dash(p.lr, ".3g"), or_dash(p.grad_norm, ".3g"),
+                      or_dash(p.tokens_per_s))
+    return table
+
+
+def states_table(summary, runs):
+    """Runs of the current spec by state, with the first few of each."""
+    from rich.table import Table
+
+    table = Table(title="runs by state", title_justify="left")
+    for head in ("state", "runs", "which"):
+        table.add_column(head, justify="right" if head == "runs" else "left")
+    stale = summary.counts.get("interrupted", 0) > 0
+    for state in STATE_ORDER:
+        n = summary.counts.get(state, 0)
+        if not n:
+            continue
+        wanted = "running" if state == "interrupted" or (state == "running" and stale) else state
+        labels = [_run_label(r) for r in runs if r.status == wanted]
+        table.add_row(state, str(n), ", ".join(labels[:4]) + (f", ... ({n - 4} more)" if n > 4 else ""))
+    return table
+
+
+def _run_label(run) -> str:
+    return f"{run.shape_label} bench" if run.kind == "bench" else f"{run.shape_label} lr={run.lr:.3g} s{run.seed}"
+
+
+def print_summary(console, summary, runs=None) -> None:
+    console.print(counts_line(summary))
+    if runs is not None:
+        console.print(states_table(summary, runs))
+    console.print(fairness_line(summary))
+    for finding in summary.fairness.findings:
+        console.print(f"  - {finding.message}", markup=False)
+    if summary.rows:
+        console.print(shapes_table(summary))
+    for warning in summary.warnings:
+        if not warning.startswith("unfair: "):
+            console.print(f"warning: {warning}", markup=False)
+
+
+def run_report_line(report) -> str:
+    """What one `study run` did (a `RunReport`)."""
+    return (f"ran {report.completed + report.diverged + report.failed} runs ({report.completed} completed, "
+            f"{report.diverged} diverged, {report.failed} failed, {report.retries} retried); "
+            f"{report.skipped} already finished were reused")
+
+
+def print_run(console, run, result, curve, errors) -> None:
+    """One stored run (`study show DIR RUN`): what it is, its attempts, its result and its curve."""
+    label = f"lr={run.lr:.3g} seed={run.seed}" if run.kind == "train" else "bench"
+    console.print(f"run {run.run_id}\n  {run.kind} {run.shape_label} {label}, group {run.group!r}\n"
+                  f"  status {run.status} after {run.attempts} attempt(s)"
+                  + (f", wall {run.wall_seconds:.1f} s" if run.wall_seconds else ""), markup=False)
+    for attempt, _, message in errors:
+        console.print(f"  attempt {attempt} failed: {message}", markup=False)
+    if result is not None and run.kind == "train":
+        console.print(f"  val loss {or_dash(result.val_loss, '.4f')}  tokens {or_dash(result.tokens, integer)}  "
+                      f"tokens/s {or_dash(result.tokens_per_s)}  MFU {or_dash(result.mfu, percent)}  "
+                      f"batch stream {result.batch_stream_hash}", markup=False)
+    if curve:
+        console.print(curve_table(curve, every=max(1, len(curve) // 20)))
+
+
+def print_validation(console, expansion) -> None:
+    """A validated spec (`study validate`): its runs and, per budget group, its shapes and planner notes."""
+    spec = expansion.spec
+    console.print(f"{spec.source}: study {spec.name!r} is valid: {len(expansion.train_runs)} training runs "
+                  f"({spec.lr.trials} learning rates x {len(spec.seeds)} seed(s) per shape) and "
+                  f"{len(expansion.bench_runs)} benchmarks", markup=False)
+    for group in expansion.groups:
+        console.print(f"  group {group.label!r}: {integer(group.tokens)} tokens per run; shapes "
+                      + ", ".join(s.label() for s in group.shapes), markup=False)
+        for note in group.notes:
+            console.print(f"    planner: {note}", markup=False)
+
+
+__all__ = ["SHAPE_COLUMNS", "STATE_ORDER", "counts_line", "curve_table", "fairness_line", "print_run",
+           "print_summary", "print_validation", "run_report_line", "runs_table", "shapes_table", "states_table"]
