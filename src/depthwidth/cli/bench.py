@@ -4,7 +4,6 @@ weights, speed only) or a trained checkpoint, each latency next to its roofline 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from depthwidth.cli import print_json
 from depthwidth.errors import UserError
@@ -77,21 +76,13 @@ def run(args: argparse.Namespace) -> int:
         result = bench(target, config, hardware=hardware)
         print_json(result.to_dict())
         return 0
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from depthwidth.present.bench import bench_tables, summary_line
+    from depthwidth.present.progress import TaskProgress
+    from depthwidth.present.terminal import console
 
-    err = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
-        task = bar.add_task("bench", total=None)
-
-        def progress(label: str, done: int, total: int) -> None:
-            bar.update(task, description=label, completed=done, total=total)
-
+    with TaskProgress("bench") as progress:
         result = bench(target, config, progress=progress, hardware=hardware)
-    from depthwidth.report.bench_table import bench_tables, summary_line
-
-    out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 140)  # files/pipes: no wrapping
+    out = console()
     data = result.to_dict()
     out.print(summary_line(data))
     for table in bench_tables(data):

@@ -84,11 +84,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        from rich.console import Console
+        from depthwidth.present.calc import summary_tables
+        from depthwidth.present.terminal import console as make_console
 
-        from depthwidth.report.calc_table import summary_tables
-
-        console = Console()
+        console = make_console()
         for table in summary_tables(result):
             console.print(table)
             console.print()
@@ -113,9 +112,8 @@ def _list_presets(*, as_json: bool) -> int:
     if as_json:
         print_json(rows)
         return 0
-    from rich.console import Console
+    from depthwidth.present.calc import presets_table
+    from depthwidth.present.terminal import console
 
-    from depthwidth.report.calc_table import presets_table
-
-    Console().print(presets_table(rows))
+    console().print(presets_table(rows))
     return 0

@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
-    from depthwidth.report.tables import compare_notes, compare_table
-    from depthwidth.report.tables import console as make_console
+    from depthwidth.present.plan import compare_notes, compare_table
+    from depthwidth.present.terminal import console as make_console
 
     console = make_console()
     console.print(compare_table(data))

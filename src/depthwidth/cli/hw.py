@@ -55,8 +55,8 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
-    from depthwidth.report.hw_table import hardware_table
-    from depthwidth.report.tables import console as make_console
+    from depthwidth.present.hw import hardware_table
+    from depthwidth.present.terminal import console as make_console
 
     console = make_console()
     console.print(hardware_table(rows))
@@ -77,8 +77,8 @@ def run_measure(args: argparse.Namespace) -> int:
     if args.json:
         print_json(data)
         return 0
-    from depthwidth.report.hw_table import profile_table
-    from depthwidth.report.tables import console as make_console
+    from depthwidth.present.hw import profile_table
+    from depthwidth.present.terminal import console as make_console
 
     console = make_console()
     console.print(profile_table(data))

@@ -164,14 +164,14 @@ def run(args: argparse.Namespace) -> int:
     for member in data["members"]:
         member["preset"] = None  # the keys of `calc --json`
     if args.plot:
-        from depthwidth.report.plots import plot_plan
+        from depthwidth.present.plan_plot import plot_plan
 
         data["plot"] = str(plot_plan(result, args.plot))
     if args.json:
         print_json(data)
         return 0
-    from depthwidth.report.tables import console as make_console
-    from depthwidth.report.tables import plan_notes, plan_tables
+    from depthwidth.present.plan import plan_notes, plan_tables
+    from depthwidth.present.terminal import console as make_console
 
     console = make_console()
     for table in plan_tables(data):

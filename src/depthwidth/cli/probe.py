@@ -14,7 +14,8 @@ import sys
 
 from depthwidth.cli import print_json
 from depthwidth.errors import UserError
-from depthwidth.cli.common import add_shape_args, int_list, one_line_errors, positive_float, positive_int, shape_from_args
+from depthwidth.cli.common import (add_shape_args, int_list, one_line_errors, positive_float, positive_int,
+                                   shape_from_args)
 
 HELP = "show the synthetic probe tasks, or measure a shape's memorisation capacity in bits per parameter"
 
@@ -78,14 +79,7 @@ def run_capacity(args) -> int:
     if args.json:
         print_json({"shape": shape.to_dict(), "params": params, "points": [p.to_dict() for p in points]})
         return 0
-    print(f"{shape.label()}: {params:,} parameters; value space 1000 (log2 = 9.97 bits per fact)")
-    print(f"{'facts':>8} {'steps':>7} {'accuracy':>9} {'bits':>10} {'bits/param':>11}  status")
-    for p in points:
-        acc = "-" if p.accuracy is None else f"{p.accuracy:.1%}"
-        bits = "-" if p.bits is None else f"{p.bits:,.0f}"
-        bpp = "-" if p.bits_per_param is None else f"{p.bits_per_param:.4f}"
-        print(f"{p.n_facts:>8,} {p.steps:>7,} {acc:>9} {bits:>10} {bpp:>11}  {p.status}")
-    best = max((p for p in points if p.bits is not None), key=lambda p: p.bits, default=None)
-    if best is not None:
-        print(f"most stored: {best.bits:,.0f} bits at {best.n_facts:,} facts = {best.bits_per_param:.4f} bits per parameter")
+    from depthwidth.present.probe import capacity_lines
+
+    print("\n".join(capacity_lines(shape.label(), params=params, points=points)))
     return 0

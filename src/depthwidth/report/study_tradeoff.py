@@ -1,5 +1,5 @@
 """The seeds' trade-off picture for each budget group of a study, drawn by the planner's own
-`report.plots.plot_plan` (budget curve L ~ 1/H^2, per-layer memory against sequential depth, decode
+`present.plan_plot.plot_plan` (budget curve L ~ 1/H^2, per-layer memory against sequential depth, decode
 latency against memory) for the shapes the study actually trained.
 
 A group is drawn only when its members have equal non-embedding parameters within `TOLERANCE` of
@@ -22,7 +22,7 @@ TOLERANCE = 0.10
 def plot_tradeoffs(study: StudyData, out: Path, *, hardware, dtype: str = "bf16") -> tuple[list[Figure], list[str]]:
     """(figures, skipped reasons), one figure per iso-parameter group on `hardware` (a name or a
     `HardwareSpec`)."""
-    from depthwidth.report.plots import plot_plan
+    from depthwidth.present.plan_plot import plot_plan
     from depthwidth.shapes.evaluate import PlanResult, Workload, evaluate_shape, pareto_front
     from depthwidth.shapes.families import Family, FamilyMember
     from depthwidth.shapes.hardware import get_hardware

@@ -10,17 +10,12 @@ from typing import Any
 
 from rich.table import Table
 
+from depthwidth.present.units import integer, number, or_dash, ratio
+
 
 def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def _bytes(n: int) -> str:
-    return f"{n:,}"
+    """Seconds as the bare milliseconds of a column titled in ms."""
+    return or_dash(None if seconds is None else seconds * 1e3)
 
 
 def summary_line(result: dict[str, Any]) -> str:
@@ -46,7 +41,7 @@ def latency_table(result: dict[str, Any]) -> Table:
             f"{_ms(s['q1'])}-{_ms(s['q3'])}",
             f"{_ms(s['min'])}-{_ms(s['max'])}",
             _ms(p["predicted_s"]),
-            _ratio(p["ratio"]),
+            or_dash(p["ratio"], ratio),
         )
     return table
 
@@ -62,8 +57,8 @@ def throughput_table(result: dict[str, Any]) -> Table:
         s = p["seconds"]
         pred = p["predicted_tokens_per_s"]
         table.add_row(
-            p["variant"], str(p["batch"]), f"{p['tokens_per_s']:,.0f}", f"{s['q1']:.4f}-{s['q3']:.4f}",
-            "-" if pred is None else f"{pred:,.0f}", _ratio(p["ratio"]),
+            p["variant"], str(p["batch"]), number(p["tokens_per_s"]), f"{number(s['q1'])}-{number(s['q3'])}",
+            or_dash(pred), or_dash(p["ratio"], ratio),
         )
     return table
 
@@ -73,8 +68,8 @@ def kv_cache_table(result: dict[str, Any]) -> Table:
     for col in ("variant", "dtype", "batch", "tokens", "measured bytes", "analytic bytes", "equal"):
         table.add_column(col, justify="left" if col in ("variant", "dtype", "equal") else "right")
     for c in result["kv_cache"]:
-        table.add_row(c["variant"], c["dtype"], str(c["batch"]), str(c["tokens"]), _bytes(c["measured_bytes"]),
-                      _bytes(c["analytic_bytes"]), "yes" if c["equal"] else "NO")
+        table.add_row(c["variant"], c["dtype"], str(c["batch"]), str(c["tokens"]), integer(c["measured_bytes"]),
+                      integer(c["analytic_bytes"]), "yes" if c["equal"] else "NO")
     return table
 
 
@@ -87,7 +82,7 @@ def quantization_table(result: dict[str, Any]) -> Table | None:
     table.add_column("value", justify="right")
     table.add_row("quantized Linear layers", str(q["quantized_linears"]))
     table.add_row("weight bytes fp32 -> int8",
-                  f"{_bytes(q['weight_bytes_before'])} -> {_bytes(q['weight_bytes_after'])}")
+                  f"{integer(q['weight_bytes_before'])} -> {integer(q['weight_bytes_after'])}")
     if q["val_loss_before"] is None:
         table.add_row("validation loss change", "- (random weights: speed only)")
     else:

@@ -6,14 +6,14 @@ from typing import Any
 
 from rich.table import Table
 
+from depthwidth.present.units import bandwidth, duration, flops_per_s, nbytes, or_dash
+
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
-def _tflops(value: float | None) -> str:
-    if value is None:
-        return "-"
-    tf = value / 1e12
-    return f"{tf:,.0f}" if tf >= 100 else (f"{tf:.3g}" if tf >= 1 else f"{tf:.2g}")
+def _scaled(value: float | None, scale: float) -> str:
+    """A bare number in the unit of its column (`scale` of that unit)."""
+    return or_dash(None if value is None else value / scale)
 
 
 def hardware_table(rows: list[dict[str, Any]]) -> Table:
@@ -26,10 +26,10 @@ def hardware_table(rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         peaks = r["peak_flops"]
         table.add_row(
-            r["name"], *[_tflops(peaks.get(d)) for d in DTYPES], f"{r['mem_bandwidth'] / 1e9:,.0f}",
-            f"{r['mem_capacity'] / 1e9:,.0f}", f"{r['link_bandwidth'] / 1e9:,.0f}" if r["link_bandwidth"] else "-",
+            r["name"], *[_scaled(peaks.get(d), 1e12) for d in DTYPES], _scaled(r["mem_bandwidth"], 1e9),
+            _scaled(r["mem_capacity"], 1e9), _scaled(r["link_bandwidth"] or None, 1e9),
             f"{r['flops_efficiency']:.2f}/{r['bandwidth_efficiency']:.2f}", f"{r['train_mfu']:.2f}",
-            f"{r['op_overhead_s'] * 1e6:.3g}",
+            _scaled(r["op_overhead_s"], 1e-6),
         )
     return table
 
@@ -42,12 +42,12 @@ def profile_table(p: dict[str, Any]) -> Table:
     table.add_column("note", style="dim")
     for g in p["gemm"]:
         best = p["peak_flops"].get(g["dtype"]) == g["flops_per_s"]
-        table.add_row(f"GEMM {g['dtype']} {g['path']}", f"{g['flops_per_s'] / 1e9:,.0f} GFLOP/s",
+        table.add_row(f"GEMM {g['dtype']} {g['path']}", flops_per_s(g["flops_per_s"]),
                       f"n={g['n']}" + (", peak" if best else ""))
-    table.add_row("memory copy", f"{p['copy_bandwidth'] / 1e9:,.1f} GB/s", "bytes read + written")
-    table.add_row("per-op cost", f"{p['op_overhead_s'] * 1e6:.2f} us",
-                  ", ".join(f"{k} {v * 1e6:.2g}" for k, v in p["op_overheads"].items()))
-    table.add_row("memory", f"{p['mem_capacity'] / 2**30:,.1f} GiB", "")
+    table.add_row("memory copy", bandwidth(p["copy_bandwidth"]), "bytes read + written")
+    table.add_row("per-op cost", duration(p["op_overhead_s"]),
+                  ", ".join(f"{k} {duration(v)}" for k, v in p["op_overheads"].items()))
+    table.add_row("memory", nbytes(p["mem_capacity"]), "")
     return table
 
 

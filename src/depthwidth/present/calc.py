@@ -7,30 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-_SI = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
-
-
-def count(n: float) -> str:
-    """124439808 -> '124.44M (124,439,808)'."""
-    for scale, suffix in _SI:
-        if abs(n) >= scale:
-            return f"{n / scale:.2f}{suffix} ({int(n):,})"
-    return f"{int(n):,}"
-
-
-def flop(n: float) -> str:
-    for scale, suffix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {suffix}FLOP"
-    return f"{n:.3g} FLOP"
-
-
-def nbytes(n: float) -> str:
-    """Binary units: 1536 -> '1.50 KiB'."""
-    for scale, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f} {suffix}"
-    return f"{int(n)} B"
+from depthwidth.present.units import count, flops, integer, nbytes, percent
 
 
 def _table(title: str) -> Table:
@@ -53,8 +30,9 @@ def shape_table(result: dict[str, Any]) -> Table:
         ("heads", heads, "query heads x head_dim"),
         ("MLP", f"{s['ffn']} {s['d_ff']}", f"{s['d_ff'] / s['d_model']:.2f} x d_model"),
         ("norm / bias", f"{s['norm']} ({s['norm_position']}) / {s['bias']}", ""),
-        ("positions / context", f"{s['pos']} / {s['max_seq_len']:,}", "parallel residual" * s["parallel_residual"]),
-        ("vocab / head", f"{s['vocab_size']:,}", head),
+        ("positions / context", f"{s['pos']} / {integer(s['max_seq_len'])}",
+         "parallel residual" * s["parallel_residual"]),
+        ("vocab / head", integer(s["vocab_size"]), head),
         ("kind", s["kind"], ""),
     ]
     for row in rows:
@@ -67,25 +45,25 @@ def params_table(result: dict[str, Any]) -> Table:
     t = _table("Parameters")
     for key in ("embedding", "position", "attention", "mlp", "norms", "head"):
         if p[key]:
-            t.add_row(key, count(p[key]), f"{100 * p[key] / p['total']:.1f}%")
-    t.add_row("total", count(p["total"]), "")
-    t.add_row("non-embedding", count(p["non_embedding"]), "Kaplan et al. 2020 convention")
-    t.add_row("per layer", count(p["per_layer"]), f"c = per_layer / d^2 = {p['per_layer_constant']:.3f}")
+            t.add_row(key, count(p[key], exact=True), percent(p[key] / p["total"]))
+    t.add_row("total", count(p["total"], exact=True), "")
+    t.add_row("non-embedding", count(p["non_embedding"], exact=True), "Kaplan et al. 2020 convention")
+    t.add_row("per layer", count(p["per_layer"], exact=True), f"c = per_layer / d^2 = {p['per_layer_constant']:.3f}")
     published = (result.get("preset") or {}).get("published_params")
     if published:
-        t.add_row("published", f"{published:,}", "matches" if published == p["total"] else "DIFFERS")
+        t.add_row("published", integer(published), "matches" if published == p["total"] else "DIFFERS")
     return t
 
 
 def flops_table(result: dict[str, Any]) -> Table:
     f, st = result["flops"], result["settings"]
-    t = _table(f"FLOPs (seq_len {st['seq_len']:,}, {f['attention']} attention, recompute {f['recompute']})")
-    t.add_row("forward / token", flop(f["forward_per_token"]), "2 per multiply-add, matmuls only")
-    t.add_row("train / token", flop(f["train_per_token"]), "3 x forward (model FLOPs, for MFU)")
+    t = _table(f"FLOPs (seq_len {integer(st['seq_len'])}, {f['attention']} attention, recompute {f['recompute']})")
+    t.add_row("forward / token", flops(f["forward_per_token"]), "2 per multiply-add, matmuls only")
+    t.add_row("train / token", flops(f["train_per_token"]), "3 x forward (model FLOPs, for MFU)")
     if f["hardware_train_per_token"] != f["train_per_token"]:
-        t.add_row("train / token, hardware", flop(f["hardware_train_per_token"]), "with recomputation")
-    t.add_row("forward / sequence", flop(f["forward_per_sequence"]), "")
-    t.add_row("train / sequence", flop(f["train_per_sequence"]), "")
+        t.add_row("train / token, hardware", flops(f["hardware_train_per_token"]), "with recomputation")
+    t.add_row("forward / sequence", flops(f["forward_per_sequence"]), "")
+    t.add_row("train / sequence", flops(f["train_per_sequence"]), "")
     return t
 
 
@@ -104,10 +82,10 @@ def memory_table(result: dict[str, Any]) -> Table:
         ("activation_bytes", "activations, whole model"),
         ("total_training_bytes", "training total"),
         ("kv_cache_bytes_per_token", f"KV cache per token ({st['kv_dtype']})"),
-        ("kv_cache_bytes", f"KV cache, batch {st['micro_batch']} x {st['seq_len']:,} tokens"),
+        ("kv_cache_bytes", f"KV cache, batch {st['micro_batch']} x {integer(st['seq_len'])} tokens"),
     ):
         if key in m and m[key] is not None:
-            t.add_row(note, nbytes(m[key]), f"{m[key]:,} B")
+            t.add_row(note, nbytes(m[key]), f"{integer(m[key])} B")
     if s["kind"] == "encoder":
         t.add_row("", "", "an encoder keeps no KV cache between calls; shown for one full pass")
     return t
@@ -123,6 +101,9 @@ def presets_table(rows: list[dict[str, Any]]) -> Table:
         table.add_column(col, justify="right" if col in ("params", "published") else "left", overflow="fold")
     for r in rows:
         published = r["published_params"]
-        mark = "" if published is None else ("= " if published == r["params"] else "!= ") + f"{published:,}"
-        table.add_row(r["name"], r["label"], f"{r['params']:,}", mark, r["source"].split(";")[0])
+        mark = "" if published is None else ("= " if published == r["params"] else "!= ") + integer(published)
+        table.add_row(r["name"], r["label"], integer(r["params"]), mark, r["source"].split(";")[0])
     return table
+
+
+__all__ = ["flops_table", "memory_table", "params_table", "presets_table", "shape_table", "summary_tables"]
