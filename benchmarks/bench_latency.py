@@ -24,7 +24,8 @@ import time
 
 import torch
 
-from depthwidth.bench.hw import load_profile, measure_profile, profile_to_hardware
+from depthwidth.bench.hw import eager_block_overhead
+from depthwidth.machine import load_profile, measure_profile, profile_to_hardware
 from depthwidth.model import Transformer
 from depthwidth.shapes.families import plan_family
 from depthwidth.shapes.latency import predict_forward
@@ -61,7 +62,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write the rows as JSON here")
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
-    profile = load_profile(args.profile) if args.profile else measure_profile(threads=THREADS, device="cpu")
+    profile = load_profile(args.profile) if args.profile else measure_profile(threads=THREADS, device="cpu", block_overhead=eager_block_overhead)
     best = profile_to_hardware(profile)
     default_path = profile_to_hardware(profile, gemm_path="torch.mm")
     print(f"machine: {profile.device_name}, {profile.threads} threads, torch {profile.torch_version}, "

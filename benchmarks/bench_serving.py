@@ -28,7 +28,8 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from depthwidth.bench.serving import BenchConfig, bench, profile_path
+from depthwidth.bench.serving import BenchConfig, bench
+from depthwidth.machine import profile_path
 from depthwidth.shapes.families import plan_family
 from depthwidth.shapes.shape import Shape
 
@@ -71,12 +72,14 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    from depthwidth.bench.hw import measure_profile, save_profile
+    from depthwidth.bench.hw import eager_block_overhead
+    from depthwidth.machine import measure_profile, save_profile
     from depthwidth.shapes.params import count_params
 
     if args.fresh_profile:
         threads = args.threads or torch.get_num_threads()
-        save_profile(measure_profile(threads=threads), profile_path(threads=threads))
+        save_profile(measure_profile(threads=threads, block_overhead=eager_block_overhead),
+                     profile_path(threads=threads))
     shapes = family()
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
     console = Console(width=None if sys.stdout.isatty() else 150)

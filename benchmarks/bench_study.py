@@ -58,13 +58,13 @@ n_heads = 4
 def direct(spec_path: Path) -> float:
     from depthwidth.shapes.shape import Shape
     from depthwidth.study import prepare
-    from depthwidth.study.jobs import train_config_of
+    from depthwidth.study.run_config import train_config_of
     from depthwidth.train import train
 
     expansion = prepare(spec_path)
     start = time.perf_counter()
     for run in expansion.train_runs:
-        config = train_config_of(run.config, threads=1, checkpoint_every=expansion.spec.train.checkpoint_every)
+        config = train_config_of(run.config, threads=1, **expansion.spec.execution_settings())
         train(Shape.from_dict(run.config["shape"]), config)
     return time.perf_counter() - start
 

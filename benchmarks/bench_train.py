@@ -31,11 +31,11 @@ import time
 import torch
 
 from depthwidth.data import BatchStream, load_dataset
-from depthwidth.data.dataset import resolve_cache_dir
 from depthwidth.model import Transformer
 from depthwidth.shapes import Shape, count_params
 from depthwidth.shapes.flops import flops
-from depthwidth.train import TrainConfig, lr_at, param_groups, peak_flops, train
+from depthwidth.machine import peak_flops
+from depthwidth.train import TrainConfig, lr_at, param_groups, train
 
 TARGET = 0.95
 SHAPES = {  # ~12 L d^2 = 0.59-0.60M non-embedding parameters each
@@ -111,8 +111,7 @@ def main() -> int:
               f"{'ratio':>6} {'cpu ratio':>9} {'MFU ours':>9} {'peak G':>6} {'MFU cpu':>8} {'peak G':>6} {'same loss':>9}")
     print(header)
     for dtype in ("fp32", "bf16"):
-        peak = peak_flops(dtype=dtype, device=torch.device("cpu"), threads=args.threads,
-                          cache_dir=resolve_cache_dir(None))
+        peak = peak_flops(dtype=dtype, device="cpu", threads=args.threads)
         cpu_peak = cpu_time_gemm_peak(dtype) * args.threads
         for name, sizes in SHAPES.items():
             shape = Shape(**sizes, vocab_size=dataset.vocab_size, max_seq_len=args.seq_len)

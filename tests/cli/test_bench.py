@@ -9,8 +9,7 @@ import math
 import pytest
 import torch
 
-from depthwidth.bench.hw import HardwareProfile, save_profile
-from depthwidth.bench.serving import profile_path
+from depthwidth.machine import EAGER_BLOCK_OP, HardwareProfile, device_name, profile_path, save_profile
 from depthwidth.cli import main
 
 SHAPE = ["--layers", "2", "--width", "32", "--heads", "4", "--kv-heads", "2", "--vocab", "64", "--max-seq-len", "48"]
@@ -23,8 +22,9 @@ def profile(tmp_path, monkeypatch):
     """A stored profile matching this process, so no test measures the machine."""
     monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path / "cache"))
     prof = HardwareProfile(
-        device="cpu", device_name="test cpu", threads=torch.get_num_threads(), gemm=(),
-        peak_flops={"fp32": 1e11, "bf16": 2e11}, copy_bandwidth=2e10, op_overhead_s=4e-6, op_overheads={},
+        device="cpu", device_name=device_name("cpu"), threads=torch.get_num_threads(), gemm=(),
+        peak_flops={"fp32": 1e11, "bf16": 2e11}, copy_bandwidth=2e10, op_overhead_s=4e-6,
+        op_overheads={EAGER_BLOCK_OP: 4e-6},
         mem_capacity=8e9, torch_version=torch.__version__, created="2026-01-01T00:00:00+00:00", quick=False,
     )
     save_profile(prof, profile_path(threads=torch.get_num_threads()))  # where bench looks for it

@@ -155,27 +155,29 @@ def test_threads_and_determinism_settings_are_restored(tiny_shape, tiny_config):
 
 
 def test_peak_flops_comes_from_a_matching_hw_profile(tiny_shape, tiny_config, tmp_path):
-    import json as _json
+    from dataclasses import replace
 
-    from depthwidth.train.measure import device_name
+    from depthwidth.machine import HardwareProfile, device_name, profile_path, save_profile
 
     cache = tmp_path / "cache"
-    cache.mkdir(exist_ok=True)
-    profile = {"device": "cpu", "device_name": device_name(torch.device("cpu")), "threads": 1,
-               "torch_version": torch.__version__, "quick": False, "peak_flops": {"fp32": 123e9, "bf16": 456e9}}
-    (cache / "hw-profile.json").write_text(_json.dumps(profile))
+    profile = HardwareProfile(device="cpu", device_name=device_name("cpu"), threads=1, gemm=(),
+                              peak_flops={"fp32": 123e9, "bf16": 456e9}, copy_bandwidth=None, op_overhead_s=None,
+                              op_overheads={}, mem_capacity=8e9, torch_version=torch.__version__,
+                              created="2026-01-01T00:00:00+00:00")
+    shared = save_profile(profile, profile_path(cache=cache))
     r = train(tiny_shape, tiny_config.with_(peak_flops=None))
-    assert r.peak_flops == 123e9 and r.peak_flops_source.startswith("profile:")
+    assert r.peak_flops == 123e9 and r.peak_flops_source == f"profile:{shared}"
     assert r.mfu == pytest.approx(r.achieved_flops_per_s / 123e9)
-    (cache / "hw-profile.json").unlink()
-    (cache / "hw-profile-1threads.json").write_text(_json.dumps({**profile, "peak_flops": {"fp32": 99e9}}))
+    shared.unlink()
+    sibling = save_profile(replace(profile, peak_flops={"fp32": 99e9}), profile_path(threads=1, cache=cache))
+    assert sibling.name == "hw-profile-1threads.json"
     assert train(tiny_shape, tiny_config.with_(peak_flops=None)).peak_flops == 99e9  # the per-thread sibling
-    profile["threads"] = 2  # measured with other settings: not used, a GEMM is timed instead
-    (cache / "hw-profile.json").write_text(_json.dumps(profile))
-    (cache / "hw-profile-1threads.json").unlink()
-    r = train(tiny_shape, tiny_config.with_(peak_flops=None))
+    sibling.unlink()
+    save_profile(replace(profile, threads=2), profile_path(cache=cache))
+    r = train(tiny_shape, tiny_config.with_(peak_flops=None))  # measured with other threads: a GEMM is timed
     assert r.peak_flops_source.startswith("measured:gemm")
-    assert train(tiny_shape, tiny_config.with_(peak_flops=None)).peak_flops_source.startswith("cached:")
+    again = train(tiny_shape, tiny_config.with_(peak_flops=None))  # and kept in the profile of these threads
+    assert again.peak_flops == r.peak_flops and again.peak_flops_source.startswith("profile:")
 
 
 def test_a_runtime_failure_returns_failed_and_leaves_no_result(tiny_shape, tiny_config, tmp_path, monkeypatch):

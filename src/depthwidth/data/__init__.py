@@ -24,7 +24,6 @@ _EXPORTS = {
     "TOKENIZER_KINDS": "depthwidth.data.specs",
     "UNK_ID": "depthwidth.data.tokenizers",
     "batch_positions": "depthwidth.data.batches",
-    "default_cache_dir": "depthwidth.data.dataset",
     "eval_positions": "depthwidth.data.batches",
     "gather_windows": "depthwidth.data.batches",
     "load_corpus": "depthwidth.data.corpora",

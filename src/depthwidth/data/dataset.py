@@ -43,17 +43,6 @@ SPLITS = ("train", "val", "test")
 SPLIT_RULE = "contiguous per slice: train head, then validation, then test tail (by characters)"
 
 
-def default_cache_dir() -> Path:
-    """The cache folder of `depthwidth.machine.cache_dir` ($DEPTHWIDTH_CACHE, else ~/.cache/depthwidth)."""
-    from depthwidth.machine import cache_dir
-
-    return cache_dir()
-
-
-def resolve_cache_dir(cache_dir: str | os.PathLike | None) -> Path:
-    return Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SliceInfo:
     """Where one corpus slice lies in each split's token array: [start, end)."""
@@ -153,7 +142,9 @@ def load_dataset(
     parse_tokenizer_spec(tokenizer)
     check_fractions(val_fraction, test_fraction)
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
-    root = resolve_cache_dir(cache_dir) / "tokens"
+    from depthwidth.machine import cache_dir as machine_cache_dir
+
+    root = machine_cache_dir(cache_dir) / "tokens"
     key = cache_key(corpus_hash=corpus.sha256, tokenizer=tokenizer, val_fraction=val_fraction,
                     test_fraction=test_fraction)
     folder = root / key

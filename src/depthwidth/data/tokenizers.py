@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 
 import numpy as np
 

@@ -10,7 +10,7 @@ Conventions of every row:
   (NVLink 4: 900 GB/s bidirectional = 450 GB/s each way; PCIe 4.0 x16: 32 GB/s each way).
 - Efficiency factors are what a large, well-shaped kernel reaches against the peak; they come from
   public measurements (cited per row) and are replaced by measured values when a profile is used
-  (`depthwidth.bench.hw.profile_to_hardware`).
+  (`depthwidth.machine.profile_to_hardware`).
 - `op_overhead_s` is a fixed cost per operator: kernel launch plus framework dispatch in an eager
   PyTorch loop (a few microseconds on GPUs). Without it a roofline claims that at batch 1
   equal-parameter shapes decode equally fast whatever their depth, which measurement contradicts.

@@ -278,13 +278,16 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
             top[key] = default
             continue
         top[key] = check_value(check, raw[key], key=key)
-    if top["hardware"] != "measured":
-        from depthwidth.shapes.hardware import get_hardware
+    from depthwidth.machine import MEASURED, hardware_choice
+    from depthwidth.shapes.hardware import HARDWARE
 
-        try:
-            get_hardware(top["hardware"])
-        except ValueError as exc:
-            raise SpecError(f"{exc}, or 'measured' (this machine's profile)", key="hardware") from None
+    try:
+        hardware = hardware_choice(top["hardware"], argument="hardware")
+    except UserError as exc:
+        raise SpecError(str(exc).removeprefix("hardware: "), key="hardware") from None
+    if hardware != MEASURED and hardware not in HARDWARE:
+        raise SpecError(f"{top['hardware']!r}: a study's hardware is a name of `depthwidth hw list` or "
+                        f"{MEASURED!r} (this machine's profile), not a profile file", key="hardware")
     sections = {name: build(cls, raw.get(name, {}), key=name) for name, cls in _SECTIONS.items()}
     sections["train"] = train_section(raw.get("train", {}), data=sections["data"], eval=sections["eval"])
     budgets = tuple(build(BudgetSpec, t, key=f"budget[{i}]") for i, t in enumerate(_tables(raw, "budget")))

@@ -9,7 +9,6 @@ import importlib
 
 _EXPORTS = {
     "EvalOutcome": "depthwidth.train.evaluate",
-    "PeakFlops": "depthwidth.train.measure",
     "SCHEDULES": "depthwidth.train.config",
     "STATUSES": "depthwidth.train.result",
     "SavedTensorMeter": "depthwidth.train.measure",
@@ -18,9 +17,7 @@ _EXPORTS = {
     "TrainResult": "depthwidth.train.result",
     "lr_at": "depthwidth.train.config",
     "make_optimizer": "depthwidth.train.loop",
-    "measure_gemm_flops": "depthwidth.train.measure",
     "param_groups": "depthwidth.train.loop",
-    "peak_flops": "depthwidth.train.measure",
     "position_buckets": "depthwidth.train.evaluate",
     "resolve_device": "depthwidth.train.loop",
     "train": "depthwidth.train.loop",

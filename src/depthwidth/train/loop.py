@@ -26,9 +26,9 @@ import torch
 
 from depthwidth.errors import UserError
 from depthwidth.data.batches import BatchStream, gather_windows
-from depthwidth.data.dataset import Dataset, load_dataset, resolve_cache_dir
+from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.data.probes import parse_probe_spec, probe_test_set
-from depthwidth.machine import peak_flops
+from depthwidth.machine import cache_dir as machine_cache_dir, peak_flops
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
@@ -125,7 +125,7 @@ def train(
     """Train `shape` under `config`; see the module docstring. With `out_dir`, checkpoints and the
     result are written there and `resume=True` continues (or returns) the run found there."""
     device = resolve_device(config)
-    cache_dir = resolve_cache_dir(config.cache_dir)
+    cache_dir = machine_cache_dir(config.cache_dir)
     if dataset is None:
         dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
                                test_fraction=config.test_fraction, cache_dir=cache_dir)
