@@ -23,6 +23,8 @@ import typing
 from depthwidth.cli import print_json
 from depthwidth.cli.common import add_shape_args, one_line_errors, shape_from_args
 from depthwidth.errors import UserError
+from depthwidth.present.progress import TrainProgressBar
+from depthwidth.present.train import print_result
 from depthwidth.train.config import TrainConfig
 
 HELP = "train a shape with the fair, resumable protocol and measure loss, speed, MFU and memory"
@@ -128,51 +130,12 @@ def run(args: argparse.Namespace) -> int:
         changes["max_seq_len"] = config.seq_len
     shape = shape.with_(**changes) if changes else shape
     show = not args.json and sys.stderr.isatty()
-    with _progress_display(enabled=show, steps=config.total_steps) as progress:
+    with TrainProgressBar(enabled=show, steps=config.total_steps) as progress:
         result = train(shape, config, out_dir=args.out, resume=args.resume, progress=progress, dataset=dataset)
     if args.json:
         print_json(result.to_dict())
     else:
-        _print_result(result, out=args.out)
+        print_result(result, out=args.out)
     return 0 if result.status == "completed" else 1
 
 
-class _progress_display:
-    """A rich progress bar on stderr (step, loss, tokens/s, ETA), or nothing."""
-
-    def __init__(self, *, enabled: bool, steps: int) -> None:
-        self.enabled, self.steps = enabled, steps
-
-    def __enter__(self):
-        if not self.enabled:
-            return None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self._bar = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
-                             TextColumn("ETA {task.fields[eta]}"), console=Console(stderr=True))
-        self._task = self._bar.add_task("train", total=self.steps, loss="-", tps="-", eta="-")
-        self._bar.__enter__()
-        return self._update
-
-    def _update(self, p) -> None:
-        if p.phase == "train":
-            self._bar.update(self._task, completed=p.step, loss=f"{p.loss:.4f}", tps=f"{p.tokens_per_s:,.0f}",
-                             eta=_duration(p.eta_s))
-        elif p.phase == "eval":
-            self._bar.console.print(f"step {p.step}: val loss {p.val_loss:.4f}")
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self._bar.__exit__(*exc)
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-from depthwidth.present.train import print_result as _print_result  # noqa: E402  (the table `run` prints)

@@ -1,10 +1,10 @@
-"""Live progress displays on stderr: a running study (its runs and the current run's steps) and a
-measurement that reports (label, done, total). Both draw nothing when disabled or when rich has no
+"""Live progress displays on stderr: a running study (its runs and the current run's steps), one
+training run (step, loss, tokens/s, ETA) and a measurement that reports (label, done, total). Both draw nothing when disabled or when rich has no
 terminal to draw on, and leave no trace when they finish (transient bars)."""
 
 from __future__ import annotations
 
-from depthwidth.present.units import clock, number
+from depthwidth.present.units import clock, number, or_dash
 
 
 def _bar(*columns):
@@ -92,4 +92,35 @@ class TaskProgress:
             self._bar.__exit__(*exc)
 
 
-__all__ = ["StudyProgress", "TaskProgress"]
+class TrainProgressBar:
+    """One training run's bar (step, loss, tokens/s, ETA) for `train(..., progress=...)`; evaluations
+    are printed above it. The context value is the callback (None when disabled)."""
+
+    def __init__(self, *, enabled: bool, steps: int) -> None:
+        self.enabled, self.steps = enabled, steps
+        self._bar = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.progress import TextColumn
+
+        self._bar = _bar(TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
+                         TextColumn("ETA {task.fields[eta]}"))
+        self._bar.__enter__()
+        self._task = self._bar.add_task("train", total=self.steps, loss="-", tps="-", eta="-")
+        return self._update
+
+    def _update(self, p) -> None:
+        if p.phase == "train":
+            self._bar.update(self._task, completed=p.step, loss=f"{p.loss:.4f}", tps=f"{p.tokens_per_s:,.0f}",
+                             eta=or_dash(p.eta_s, clock))
+        elif p.phase == "eval":
+            self._bar.console.print(f"step {p.step}: val loss {p.val_loss:.4f}")
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+
+__all__ = ["StudyProgress", "TaskProgress", "TrainProgressBar"]

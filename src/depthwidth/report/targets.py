@@ -149,4 +149,5 @@ def estimate_target(
                           memory_source=memory_source, memory_kind=memory, context=context, prompt_len=prompt_len)
 
 
-__all__ = ["MEMORY_KINDS", "MEASURED", "TargetEstimate", "estimate_target", "hardware_label", "measured_applies", "resolve_hardware"]
+__all__ = ["MEMORY_KINDS", "MEASURED", "TargetEstimate", "estimate_target", "hardware_label", "measured_applies",
+           "resolve_hardware"]

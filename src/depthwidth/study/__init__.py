@@ -15,10 +15,10 @@ from depthwidth.study.schema import SpecError
 from depthwidth.study.selection import LRChoice, Trial, select_lrs
 from depthwidth.study.spec import StudySpec, load_spec, parse_spec
 from depthwidth.study.store import CurvePoint, ResultRecord, RunRecord, Store
-from depthwidth.study.summary import ShapeResult, StudySummary, summarize
+from depthwidth.study.summary import CurveSeries, ShapeResult, StudySummary, summarize
 
 __all__ = [
-    "CurvePoint", "Expansion", "FairnessReport", "Finding", "Group", "LRChoice", "ResultRecord", "Run", "RunRecord",
+    "CurvePoint", "CurveSeries", "Expansion", "FairnessReport", "Finding", "Group", "LRChoice", "ResultRecord", "Run", "RunRecord",
     "RunReport", "ShapeResult", "SpecError", "Store", "StudyEvent", "StudySpec", "StudySummary", "Trial",
     "canonical_json", "check_fairness", "config_hash", "default_study_dir", "expand", "is_running", "load_spec",
     "parse_spec", "prepare", "run_study", "select_lrs", "summarize",
