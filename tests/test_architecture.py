@@ -30,6 +30,7 @@ SRC = ROOT / PACKAGE
 #: __main__ are outside the layers.
 LAYERS = {
     "errors": 0,
+    "lazy": 0,
     "shapes": 1,
     "machine": 2,
     "hfconfig": 2,

@@ -1,11 +1,11 @@
 """PyTorch modules built from a `Shape`.
 
-Names are imported on first use (PEP 562), so importing one submodule, such as the
+Names are imported on first use (`depthwidth.lazy`), so importing one submodule, such as the
 configuration, does not import the whole package (torch included)."""
 
 from __future__ import annotations
 
-import importlib
+from depthwidth.lazy import lazy_exports
 
 _EXPORTS = {
     "KVCache": "depthwidth.model.cache",
@@ -13,11 +13,5 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
