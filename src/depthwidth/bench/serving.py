@@ -272,39 +272,35 @@ class _Session:
 
     def prefill(self, model, variant: str) -> None:
         """Time to first token at batch 1 per prompt length: one forward into an emptied cache."""
-        cfg = self.config
-        for p in cfg.prompt_lens:
+        for p in self.config.prompt_lens:
             idx = _prompt(self.shape, batch=1, length=p, gen=self.gen)  # (1, p)
             cache = new_cache(model, batch_size=1, max_len=p)
-
-            def rewind(c: KVCache = cache) -> None:
-                c.length = 0
-
-            timing = time_call(lambda x=idx, c=cache: model(x, cache=c), repeat=cfg.repeat, warmup=cfg.warmup,
-                               setup=rewind)
-            predicted = self.predictor.prefill(variant=variant, batch=1, prompt_len=p)
-            self.latency.append(LatencyPoint(variant=variant, kind="prefill", batch=1, tokens=p, timing=timing,
-                                             predicted_s=predicted))
+            self._time(model, idx, cache, cached=0, variant=variant, kind="prefill", tokens=p,
+                       predicted=self.predictor.prefill(variant=variant, batch=1, prompt_len=p))
             self.tick(f"{variant} prefill {p}")
 
     def decode(self, model, variant: str) -> None:
         """One single-token step at batch 1 after exactly `context` cached tokens, per context."""
-        cfg = self.config
-        for c in cfg.contexts:
+        for c in self.config.contexts:
             cache = new_cache(model, batch_size=1, max_len=c + 1)
             model(_prompt(self.shape, batch=1, length=c, gen=self.gen), cache=cache)  # fill to the context
             self.kv.append(_kv_check(cache, shape=self.shape, variant=variant, batch=1))
             step = _prompt(self.shape, batch=1, length=1, gen=self.gen)  # (1, 1)
-
-            def back_to(c_: KVCache = cache, n: int = c) -> None:
-                c_.length = n
-
-            timing = time_call(lambda x=step, c=cache: model(x, cache=c), repeat=cfg.repeat, warmup=cfg.warmup,
-                               setup=back_to)
-            predicted = self.predictor.decode(variant=variant, batch=1, context=c)
-            self.latency.append(LatencyPoint(variant=variant, kind="decode", batch=1, tokens=c, timing=timing,
-                                             predicted_s=predicted))
+            self._time(model, step, cache, cached=c, variant=variant, kind="decode", tokens=c,
+                       predicted=self.predictor.decode(variant=variant, batch=1, context=c))
             self.tick(f"{variant} decode @{c}")
+
+    def _time(self, model, idx, cache: KVCache, *, cached: int, variant: str, kind: str, tokens: int,
+              predicted: float) -> None:
+        """Time `model(idx, cache=cache)` with the cache put back to `cached` tokens before each call."""
+
+        def rewind() -> None:
+            cache.length = cached
+
+        timing = time_call(lambda: model(idx, cache=cache), repeat=self.config.repeat, warmup=self.config.warmup,
+                           setup=rewind)
+        self.latency.append(LatencyPoint(variant=variant, kind=kind, batch=1, tokens=tokens, timing=timing,
+                                         predicted_s=predicted))
 
     def generate(self, model, variant: str) -> None:
         """Tokens/s of a greedy generation with the cache (prefill included), per batch size."""
