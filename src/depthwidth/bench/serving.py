@@ -31,6 +31,7 @@ from depthwidth.bench.target import load_target, variant_model
 from depthwidth.bench.timing import time_call
 from depthwidth.errors import UserError
 from depthwidth.machine import (
+    CPU_DTYPES,
     MEASURED,
     cached_profile,
     capabilities,
@@ -45,7 +46,7 @@ from depthwidth.model.generate import generate, new_cache
 from depthwidth.shapes.hardware import HardwareSpec
 from depthwidth.shapes.shape import Shape
 
-DTYPES = ("fp32", "bf16")
+DTYPES = CPU_DTYPES  # the benchmark runs on the CPU, where fp16 is about 1 GFLOP/s
 QUANTIZE = (None, "int8")
 #: prompt and context lengths measured unless given (those that fit the model's position table)
 DEFAULT_LENGTHS = (16, 64, 256)

@@ -6,9 +6,9 @@ from typing import Any
 
 from rich.table import Table
 
+from depthwidth.shapes.hardware import DTYPES
 from depthwidth.present.units import bandwidth, duration, flops_per_s, nbytes, or_dash
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
 def _scaled(value: float | None, scale: float) -> str:

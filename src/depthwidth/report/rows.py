@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.study.store import STATUSES
 from depthwidth.study.summary import ShapeResult
 
-RUN_STATUSES = ("pending", "running", "completed", "diverged", "failed")
+RUN_STATUSES = STATUSES  # a stored run's status
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

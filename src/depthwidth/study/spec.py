@@ -36,6 +36,7 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
     import tomli as tomllib
 
 from depthwidth.errors import UserError
+from depthwidth.machine.profile import CPU_DTYPES
 from depthwidth.shapes.checks import check_one_budget
 from depthwidth.study.spec_train import PLACED, TrainSpec, train_config, train_section  # noqa: F401 (re-exported)
 from depthwidth.study.schema import (
@@ -55,7 +56,6 @@ from depthwidth.study.schema import (
 #: Shape fields a spec may set once for all its shapes in [model].
 MODEL_KEYS = ("ffn", "norm", "bias", "pos", "max_seq_len", "rope_theta", "parallel_residual", "norm_position",
               "final_norm", "tie_embeddings", "norm_eps")
-DTYPES = ("fp32", "bf16")  # of the serving benchmark (see depthwidth.bench.serving)
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 
 
@@ -170,7 +170,7 @@ class BenchSpec:
                                                doc="cached tokens before a decode step; default: half the table")
     batches: tuple[int, ...] = checked(array(integer(1), unique=True), (1,))
     repeat: int = checked(integer(1), 5)
-    dtype: str = checked(choice(DTYPES), "fp32")
+    dtype: str = checked(choice(CPU_DTYPES), "fp32")  # the serving benchmark runs on the CPU
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -15,10 +15,11 @@ from typing import Any
 from depthwidth.errors import UserError
 from depthwidth.data.specs import check_fractions, parse_tokenizer_spec
 from depthwidth.model.kernels import ATTN_IMPLS
+from depthwidth.shapes.activations import FLOAT_DTYPES
 from depthwidth.shapes.checks import check_int
 
 SCHEDULES = ("cosine", "linear", "constant")
-DTYPES = ("fp32", "bf16", "fp16")
+DTYPES = FLOAT_DTYPES  # fp16 is refused on CPU by the trainer
 DEVICES = ("auto", "cpu", "cuda")
 
 
