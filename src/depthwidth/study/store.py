@@ -27,22 +27,25 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from depthwidth.train.result import STATUSES as RUN_STATUSES
 
 from depthwidth.errors import UserError
+from depthwidth.study.records import (
+    CURVE_KEYS,
+    FINISHED,
+    RESULT_KEYS,
+    STATUSES,
+    CurvePoint,
+    ResultRecord,
+    RunRecord,
+    result_record,
+    run_record,
+)
 
 SCHEMA_VERSION = 2  # 2: training runs in run format 2 (TrainConfig's dict); 1 is upgraded on open
 STORE_FILE = "study.sqlite"
-#: a stored run's status: waiting or in flight, then how its run ended (`depthwidth.train.result.STATUSES`)
-STATUSES = ("pending", "running", *RUN_STATUSES)
-FINISHED = tuple(s for s in RUN_STATUSES if s != "failed")  # outcomes a resumed study never repeats
-CURVE_KEYS = ("step", "tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
-RESULT_KEYS = ("val_loss", "tokens_per_s", "mfu", "peak_memory_bytes", "params", "tokens", "batch_stream_hash",
-               "corpus_hash")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -87,69 +90,6 @@ CREATE TABLE IF NOT EXISTS attempts (
     message TEXT NOT NULL
 );
 """
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunRecord:
-    run_id: str
-    kind: str  # "train" | "bench"
-    group: str  # budget group the run belongs to (its family)
-    shape_label: str
-    lr: float | None
-    seed: int | None
-    lr_trials: int | None  # LR trials its shape gets under the spec that created it
-    config: dict  # the canonical run config; run_id == config_hash(config)
-    in_spec: bool
-    status: str
-    attempts: int
-    error: str | None
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-    wall_seconds: float | None
-    train_seconds: float | None
-    eval_seconds: float | None
-    worker: str | None
-
-    @property
-    def finished(self) -> bool:
-        return self.status in FINISHED
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CurvePoint:
-    step: int
-    tokens: int | None
-    train_loss: float | None
-    val_loss: float | None
-    lr: float | None
-    grad_norm: float | None
-    tokens_per_s: float | None
-    extra: dict
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ResultRecord:
-    run_id: str
-    kind: str
-    val_loss: float | None
-    tokens_per_s: float | None
-    mfu: float | None
-    peak_memory_bytes: int | None
-    params: int | None
-    tokens: int | None
-    batch_stream_hash: str | None
-    corpus_hash: str | None
-    data: dict  # the whole TrainResult / BenchResult as a dict (curve left out: see curves())
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Store:
@@ -244,7 +184,7 @@ class Store:
             where.append("in_spec = ?")
             args.append(int(in_spec))
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
-        return [_run_record(row) for row in self._conn.execute(sql, args)]
+        return [run_record(row) for row in self._conn.execute(sql, args)]
 
     def run(self, run_id: str) -> RunRecord:
         """One run by id or unique id prefix (ValueError when unknown or ambiguous)."""
@@ -253,7 +193,7 @@ class Store:
         if len(rows) != 1:
             raise UserError(f"run {run_id!r} " + ("is not in this study" if not rows else
                                                    f"is ambiguous ({len(rows)} runs start with it)"))
-        return _run_record(rows[0])
+        return run_record(rows[0])
 
     def curves(self, run_id: str) -> list[CurvePoint]:
         rows = self._conn.execute("SELECT * FROM curves WHERE run_id = ? ORDER BY idx", (run_id,))
@@ -266,12 +206,12 @@ class Store:
                + (" AND runs.kind = ?" if kind else "") + (" AND runs.in_spec = ?" if in_spec is not None else "")
                + " ORDER BY runs.rowid")
         args = [a for a in (kind, None if in_spec is None else int(in_spec)) if a is not None]
-        return [_result_record(row) for row in self._conn.execute(sql, args)]
+        return [result_record(row) for row in self._conn.execute(sql, args)]
 
     def result(self, run_id: str) -> ResultRecord | None:
         row = self._conn.execute("SELECT results.*, runs.kind AS kind FROM results JOIN runs USING (run_id) "
                                  "WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else _result_record(row)
+        return None if row is None else result_record(row)
 
     def attempt_errors(self, run_id: str) -> list[tuple[int, float, str]]:
         rows = self._conn.execute("SELECT attempt, at, message FROM attempts WHERE run_id = ? ORDER BY rowid",
@@ -377,21 +317,6 @@ def _connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{path}: not a readable study store ({exc})") from None
     return conn
-
-
-def _run_record(row: sqlite3.Row) -> RunRecord:
-    return RunRecord(
-        run_id=row["run_id"], kind=row["kind"], group=row["grp"], shape_label=row["shape_label"], lr=row["lr"],
-        seed=row["seed"], lr_trials=row["lr_trials"], config=json.loads(row["config"]), in_spec=bool(row["in_spec"]),
-        status=row["status"], attempts=row["attempts"], error=row["error"], created_at=row["created_at"],
-        started_at=row["started_at"], finished_at=row["finished_at"], wall_seconds=row["wall_seconds"],
-        train_seconds=row["train_seconds"], eval_seconds=row["eval_seconds"], worker=row["worker"],
-    )
-
-
-def _result_record(row: sqlite3.Row) -> ResultRecord:
-    return ResultRecord(run_id=row["run_id"], kind=row["kind"], **{k: row[k] for k in RESULT_KEYS},
-                        data=json.loads(row["result"]))
 
 
 def _jsonable(value: Any) -> Any:

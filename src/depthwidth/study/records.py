@@ -1,0 +1,101 @@
+"""The records a study store returns (`depthwidth.study.store.Store`): one frozen dataclass per row kind,
+and their conversion from SQLite rows. With them the column lists (`CURVE_KEYS`,
+`RESULT_KEYS`) and the run statuses (`STATUSES`, `FINISHED`)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from depthwidth.train.result import STATUSES as RUN_STATUSES
+
+#: a stored run's status: waiting or in flight, then how its run ended (`depthwidth.train.result.STATUSES`)
+STATUSES = ("pending", "running", *RUN_STATUSES)
+FINISHED = tuple(s for s in RUN_STATUSES if s != "failed")  # outcomes a resumed study never repeats
+CURVE_KEYS = ("step", "tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
+RESULT_KEYS = ("val_loss", "tokens_per_s", "mfu", "peak_memory_bytes", "params", "tokens", "batch_stream_hash",
+               "corpus_hash")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    run_id: str
+    kind: str  # "train" | "bench"
+    group: str  # budget group the run belongs to (its family)
+    shape_label: str
+    lr: float | None
+    seed: int | None
+    lr_trials: int | None  # LR trials its shape gets under the spec that created it
+    config: dict  # the canonical run config; run_id == config_hash(config)
+    in_spec: bool
+    status: str
+    attempts: int
+    error: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    wall_seconds: float | None
+    train_seconds: float | None
+    eval_seconds: float | None
+    worker: str | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CurvePoint:
+    step: int
+    tokens: int | None
+    train_loss: float | None
+    val_loss: float | None
+    lr: float | None
+    grad_norm: float | None
+    tokens_per_s: float | None
+    extra: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResultRecord:
+    run_id: str
+    kind: str
+    val_loss: float | None
+    tokens_per_s: float | None
+    mfu: float | None
+    peak_memory_bytes: int | None
+    params: int | None
+    tokens: int | None
+    batch_stream_hash: str | None
+    corpus_hash: str | None
+    data: dict  # the whole TrainResult / BenchResult as a dict (curve left out: see curves())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_record(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"], kind=row["kind"], group=row["grp"], shape_label=row["shape_label"], lr=row["lr"],
+        seed=row["seed"], lr_trials=row["lr_trials"], config=json.loads(row["config"]), in_spec=bool(row["in_spec"]),
+        status=row["status"], attempts=row["attempts"], error=row["error"], created_at=row["created_at"],
+        started_at=row["started_at"], finished_at=row["finished_at"], wall_seconds=row["wall_seconds"],
+        train_seconds=row["train_seconds"], eval_seconds=row["eval_seconds"], worker=row["worker"],
+    )
+
+
+def result_record(row: sqlite3.Row) -> ResultRecord:
+    return ResultRecord(run_id=row["run_id"], kind=row["kind"], **{k: row[k] for k in RESULT_KEYS},
+                        data=json.loads(row["result"]))
+
+
+__all__ = ["CURVE_KEYS", "FINISHED", "RESULT_KEYS", "STATUSES", "CurvePoint", "ResultRecord", "RunRecord", "result_record",
+           "run_record"]
