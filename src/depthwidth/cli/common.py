@@ -12,6 +12,7 @@ No torch import here: `depthwidth calc --json` must stay light.
 from __future__ import annotations
 
 import argparse
+import math
 
 from depthwidth.errors import UserError
 from depthwidth.hfconfig import from_hf_config
@@ -48,10 +49,15 @@ DEFAULT_VOCAB = 50257
 
 
 def _parse(text: str, cast, what: str):
+    """`cast(text)`, refusing text that is not one, and a float that is not finite (inf, nan, or an
+    overflow such as 1e400, which Python reads as inf)."""
     try:
-        return cast(text)
+        value = cast(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+    return value
 
 
 def positive_int(text: str) -> int:

@@ -19,19 +19,26 @@ from depthwidth.cli.common import int_list, one_line_errors, positive_int
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, POS_KINDS
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+#: the largest budget amount read: 1e30 FLOPs is about a million times the largest training runs of
+#: 2024-2025 (~5e25 FLOPs), parameters and tokens stay far below it
+MAX_AMOUNT = 1e30
 #: plan's default conventions: Shape's defaults (nanoGPT bias=False) with GPT-2's vocabulary padded to
 #: a multiple of 64 (50257 -> 50304, as nanoGPT does), so the planned shapes are hardware-friendly.
 PLAN_VOCAB = 50304
 
 
 def amount(text: str) -> float:
-    """argparse type: '124M', '1.3B', '350k', '1e19', '2.5e9' -> a positive number."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
+    """argparse type: '124M', '1.3B', '350k', '1e19', '2.5e9' -> a positive, finite number (at most
+    `MAX_AMOUNT`: larger values, or ones that overflow to infinity such as 1e400, are refused)."""
+    match = re.fullmatch(r"\s*([+-]?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not an amount like 124M, 1.3B or 1e19")
     value = float(match.group(1)) * _SUFFIX[match.group(2)]
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} must be positive")
+    if not value <= MAX_AMOUNT:
+        raise argparse.ArgumentTypeError(f"{text} is beyond {MAX_AMOUNT:.0e}, more than any model or training "
+                                         "run could use")
     return value
 
 
