@@ -73,7 +73,7 @@ def _shape(base: Shape, *, n_layers: int, d_model: int, head_dim: int) -> Shape:
     """`base`'s conventions at a new size: heads = d_model / head_dim, the base's kv-group ratio, d_ff as
     the base's rule (default rule, or the base's d_ff/d_model ratio rounded to 64)."""
     n_heads = d_model // head_dim
-    group = max(1, base.n_heads // base.n_kv_heads)
+    group = base.kv_group
     n_kv = max(1, n_heads // group)
     while n_heads % n_kv:
         n_kv -= 1
@@ -141,8 +141,10 @@ def _best_width(budget: _Budget, base: Shape, *, n_layers: int, step: int, head_
     return best
 
 
-def _grid_step(align: int, head_dim: int) -> int:
-    return align * head_dim // math.gcd(align, head_dim)
+def _grid_step(align: int, head_dim: int, group: int = 1) -> int:
+    """Widths of the grid are multiples of this: of `align`, and of `head_dim` times the kv group, so
+    that every member's heads split into whole groups (its kv heads keep the base's ratio exactly)."""
+    return math.lcm(align, head_dim * group)
 
 
 def plan_family(
@@ -156,7 +158,7 @@ def plan_family(
     kv-group ratio) at `params` (total, or non-embedding with `non_embedding=True`) or at `train_flops`
     with `tokens_per_param` or `tokens` (sequences of `seq_len`, default base.max_seq_len).
 
-    Widths: multiples of lcm(align, head_dim) whose heads (and kv heads, d_ff) tp divides; depths:
+    Widths: multiples of lcm(align, head_dim * kv group) whose heads (and kv heads, d_ff) tp divides; depths:
     multiples of pp, at least `min_layers`. Default: every grid width with d_model/n_layers inside
     `aspect_range`, solved for depth, then `count` members chosen at geometrically spaced depths from
     the deepest to the shallowest within tolerance (their depths differ by >= 4x whenever the grid
@@ -171,7 +173,8 @@ def plan_family(
     check_int("seq_len", seq_len)
     budget = _make_budget(params=params, train_flops=train_flops, non_embedding=non_embedding, seq_len=seq_len,
                           tokens=tokens, tokens_per_param=tokens_per_param)
-    search = _Search(budget=budget, base=base, step=_grid_step(align, head_dim), head_dim=head_dim, tp=tp, pp=pp,
+    step = _grid_step(align, head_dim, base.kv_group)
+    search = _Search(budget=budget, base=base, step=step, head_dim=head_dim, tp=tp, pp=pp,
                      min_layers=min_layers, tolerance=tolerance, aspect_range=aspect_range)
     explicit = depths is not None or widths is not None
     if depths is not None:
@@ -295,6 +298,11 @@ class _Search:
             if W % self.head_dim:
                 self._drop(n_layers=None, d_model=W, reason=f"width {W} is not a multiple of head_dim {self.head_dim}")
                 continue
+            heads, group = W // self.head_dim, self.base.kv_group
+            if heads % group:
+                self._drop(n_layers=None, d_model=W,
+                           reason=f"width {W} has {heads} heads, not a multiple of the kv group {group}")
+                continue
             probe = _shape(self.base, n_layers=max(self.min_layers, self.pp), d_model=W, head_dim=self.head_dim)
             problem = tp_problem(probe, self.tp)
             if problem:
@@ -318,7 +326,9 @@ class _Search:
 def _notes(search: _Search, *, align: int, count: int, chosen: int, explicit: bool) -> tuple[str, ...]:
     """What the family's grid was and how its members were chosen, for the reader of the table."""
     s = search
-    notes = [f"widths: multiples of {s.step} (align {align}, head_dim {s.head_dim})"
+    group = s.base.kv_group
+    notes = [f"widths: multiples of {s.step} (align {align}, head_dim {s.head_dim}"
+             + (f", {group} query heads per kv head)" if group > 1 else ")")
              + (f", heads divisible by tp={s.tp}" if s.tp > 1 else "")
              + (f"; depths multiples of pp={s.pp}" if s.pp > 1 else "")]
     if explicit:

@@ -19,9 +19,11 @@ Fields that change no parameter count (rope_scaling, sliding_window, rotary_pct,
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.shapes.checks import shown
 from depthwidth.shapes.shape import Shape
 
 SUPPORTED_MODEL_TYPES = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2")
@@ -52,13 +54,13 @@ class _Reader:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self.error(f"field {name!r} = {value!r} must be a positive integer")
+            raise self.error(f"field {name!r} = {shown(value)} must be a positive integer")
         return value
 
     def float(self, *names: str, default: Any = _MISSING) -> float:
         name, value = self._get(names, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise self.error(f"field {name!r} = {value!r} must be a positive number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise self.error(f"field {name!r} = {shown(value)} must be a positive, finite number")
         return float(value)
 
     def bool(self, name: str, *, default: bool) -> bool:
@@ -184,6 +186,9 @@ def shape_from_hf_config(config: dict[str, Any], *, source: str = "<dict>") -> S
     model_type = config.get("model_type")
     if model_type is None:
         raise UserError(f"{source}: missing field 'model_type'; supported model types: {supported}")
+    if not isinstance(model_type, str):
+        raise UserError(f"{source}: field 'model_type' = {shown(model_type)} must be a string; "
+                        f"supported model types: {supported}")
     if model_type not in _BUILDERS:
         raise UserError(f"{source}: model_type {model_type!r} is not supported; supported model types: {supported}")
     reader = _Reader(config, source=source, model_type=model_type)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from depthwidth.errors import UserError
-from depthwidth.shapes.checks import check_choice, check_int
+from depthwidth.shapes.checks import check_choice, check_int, check_number
 
 FFN_KINDS = ("gelu", "relu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
@@ -21,6 +21,27 @@ BIAS_KINDS = ("none", "all", "qkv")
 POS_KINDS = ("learned", "rope", "none")
 NORM_POSITIONS = ("pre", "post")
 KINDS = ("decoder", "encoder")
+
+#: Upper bounds of a shape's numbers, each far above what any real model has, so that a typo or a
+#: hostile file (a checkpoint or config claiming 10^12 layers) is refused before anything is built or
+#: allocated, while every real or plausible model fits. Largest published values, 2022-2025: 126
+#: layers (Llama 3.1 405B; DeepNet trained 1000), d_model 18432 and d_ff 73728 (PaLM 540B, Nemotron-4
+#: 340B), 128 heads, head_dim 256 (Gemma), vocabulary 262144 (Gemma 3), context 10M tokens (Llama 4
+#: Scout), rope_theta 5e8 (long-context Llama variants).
+LIMITS = {
+    "n_layers": (1 << 14, "16x the deepest Transformer trained (DeepNet, 1000 layers)"),
+    "d_model": (1 << 17, "7x the widest published model (18432)"),
+    "n_heads": (1 << 14, "128x the most heads of a published model"),
+    "n_kv_heads": (1 << 14, "128x the most heads of a published model"),
+    "head_dim": (1 << 14, "64x the largest published head size (256)"),
+    "d_ff": (1 << 20, "14x the largest published MLP (73728)"),
+    "vocab_size": (1 << 24, "64x the largest published vocabulary (262144)"),
+    "max_seq_len": (1 << 27, "13x the longest published context (10M tokens)"),
+}
+FLOAT_LIMITS = {
+    "rope_theta": (1e12, "2000x the largest published RoPE base (5e8)"),
+    "norm_eps": (1.0, "an epsilon is a small number (1e-5 to 1e-6)"),
+}
 
 #: SwiGLU d_ff default: 8/3 * d_model (keeps the MLP at ~8 d^2 like a 4x GELU MLP), rounded up
 #: to a multiple of this, as Llama does with its `multiple_of`.
@@ -91,7 +112,7 @@ class Shape:
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "d_model", "n_heads", "vocab_size", "max_seq_len"):
-            check_int(name, getattr(self, name))
+            check_int(name, getattr(self, name), 1, *LIMITS[name])
         for name, allowed in (
             ("ffn", FFN_KINDS),
             ("norm", NORM_KINDS),
@@ -104,10 +125,8 @@ class Shape:
         for name in ("parallel_residual", "final_norm", "tie_embeddings", "lm_head"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
-        for name in ("rope_theta", "norm_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise UserError(f"{name}={value!r} must be a positive number")
+        for name, (high, why) in FLOAT_LIMITS.items():
+            check_number(name, getattr(self, name), high=high, why=why)
 
         if self.head_dim is None:
             if self.d_model % self.n_heads:
@@ -116,10 +135,10 @@ class Shape:
                     "choose heads that divide the width or give head_dim explicitly"
                 )
             object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
-        check_int("head_dim", self.head_dim)
+        check_int("head_dim", self.head_dim, 1, *LIMITS["head_dim"])
         if self.n_kv_heads is None:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
-        check_int("n_kv_heads", self.n_kv_heads)
+        check_int("n_kv_heads", self.n_kv_heads, 1, *LIMITS["n_kv_heads"])
         if self.n_kv_heads > self.n_heads or self.n_heads % self.n_kv_heads:
             raise UserError(
                 f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads} "
@@ -127,7 +146,7 @@ class Shape:
             )
         if self.d_ff is None:
             object.__setattr__(self, "d_ff", default_d_ff(d_model=self.d_model, ffn=self.ffn))
-        check_int("d_ff", self.d_ff)
+        check_int("d_ff", self.d_ff, 1, *LIMITS["d_ff"])
         if self.pos == "rope" and self.head_dim % 2:
             raise UserError(f"head_dim={self.head_dim} must be even for pos='rope'")
         if self.parallel_residual and self.norm_position == "post":
@@ -145,6 +164,11 @@ class Shape:
     def kv_dim(self) -> int:
         """Width of all key (or all value) heads together, n_kv_heads * head_dim."""
         return self.n_kv_heads * self.head_dim
+
+    @property
+    def kv_group(self) -> int:
+        """Query heads per key/value head (1 without GQA)."""
+        return self.n_heads // self.n_kv_heads
 
     @property
     def aspect_ratio(self) -> float:
