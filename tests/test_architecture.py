@@ -30,6 +30,7 @@ SRC = ROOT / PACKAGE
 #: __main__ are outside the layers.
 LAYERS = {
     "errors": 0,
+    "files": 0,
     "lazy": 0,
     "shapes": 1,
     "machine": 2,
@@ -38,6 +39,7 @@ LAYERS = {
     "data": 3,
     "train": 4,
     "bench": 4,
+    "hf": 4,
     "study": 5,
     "present": 6,
     "report": 7,

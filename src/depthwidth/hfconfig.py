@@ -6,12 +6,11 @@ only does the file I/O (the analytic core `shapes/` never touches the filesystem
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from depthwidth.errors import UserError
+from depthwidth.files import read_json_object
 from depthwidth.shapes.hf import shape_from_hf_config
 from depthwidth.shapes.shape import Shape
 
@@ -25,23 +24,10 @@ def config_path(path: str | os.PathLike) -> Path:
 def read_hf_config(path: str | os.PathLike) -> dict[str, Any]:
     """The parsed JSON object of `path` (a config.json, or a model folder holding one).
 
-    Raises FileNotFoundError when absent, ValueError naming the file, line and column when the JSON
-    is malformed or truncated, or when it is not a JSON object.
+    Raises FileNotFoundError when absent, UserError naming the file (and the line and column) when
+    it is not a regular file, too large, not UTF-8, malformed or truncated JSON, or not a JSON object.
     """
-    p = config_path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such config file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected a JSON config") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{p}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{p}: expected a JSON object at the top level, got {type(data).__name__}")
-    return data
+    return read_json_object(config_path(path), what="config")
 
 
 def from_hf_config(config: dict[str, Any] | str | os.PathLike) -> Shape:

@@ -27,7 +27,6 @@ import dataclasses
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -36,6 +35,7 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
     import tomli as tomllib
 
 from depthwidth.errors import UserError
+from depthwidth.files import read_text
 from depthwidth.machine.profile import CPU_DTYPES
 from depthwidth.shapes.checks import check_one_budget
 from depthwidth.study.spec_train import PLACED, TrainSpec, train_config, train_section  # noqa: F401 (re-exported)
@@ -243,6 +243,8 @@ def parse_spec(toml_text: str, *, source: str = "<spec>") -> StudySpec:
         raw = tomllib.loads(toml_text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"not valid TOML: {exc}", source=source) from None
+    except (ValueError, RecursionError) as exc:  # a 5000-digit integer, or arrays nested thousands deep
+        raise SpecError(f"not readable TOML ({type(exc).__name__}: {str(exc).split(';')[0]})", source=source) from None
     try:
         return _parse(raw, source=source, toml_text=toml_text)
     except SpecError as exc:
@@ -250,15 +252,9 @@ def parse_spec(toml_text: str, *, source: str = "<spec>") -> StudySpec:
 
 
 def load_spec(path: str | os.PathLike) -> StudySpec:
-    """Read and validate a spec file (FileNotFoundError when missing)."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"study spec {p} does not exist" if not p.exists() else f"{p} is not a file")
-    try:
-        toml_text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"not UTF-8 text (byte {exc.start})", source=str(p)) from None
-    return parse_spec(toml_text, source=str(p))
+    """Read and validate a spec file (FileNotFoundError when missing; a UserError naming the file when
+    it is not a regular file, larger than 16 MiB or not UTF-8)."""
+    return parse_spec(read_text(path, what="study spec"), source=str(path))
 
 
 def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
