@@ -16,11 +16,28 @@ from depthwidth.errors import UserError
 from depthwidth.data.specs import check_fractions, parse_tokenizer_spec
 from depthwidth.model.kernels import ATTN_IMPLS
 from depthwidth.shapes.activations import FLOAT_DTYPES
-from depthwidth.shapes.checks import check_int
+from depthwidth.shapes.checks import check_int, check_number
+from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS
 
 SCHEDULES = ("cosine", "linear", "constant")
 DTYPES = FLOAT_DTYPES  # fp16 is refused on CPU by the trainer
 DEVICES = ("auto", "cpu", "cuda")
+#: Upper bounds of what a run may ask for, each far above any real run, so that a typo (steps =
+#: 99999999999999999999) is refused when the config is made, not after days of training. Largest
+#: published runs, 2024-2025: about 4e13 training tokens, a few million optimizer steps, batches of a
+#: few thousand sequences.
+LIMITS = {
+    "seq_len": (SHAPE_LIMITS["max_seq_len"][0], "the longest context a Shape may have"),
+    "batch_size": (1 << 24, "thousands of times the largest published batch"),
+    "micro_batch": (1 << 24, "thousands of times the largest published batch"),
+    "eval_windows": (1 << 20, "a million validation windows per slice"),
+    "steps": (10**9, "a billion optimizer steps; the longest published runs take a few million"),
+    "tokens": (10**15, "25x the most tokens any published model was trained on"),
+    "warmup": (10**9, "the most steps a run may have"),
+    "eval_every": (10**9, "the most steps a run may have"),
+    "checkpoint_every": (10**9, "the most steps a run may have"),
+    "threads": (1 << 12, "more threads than any machine has cores"),
+}
 
 
 def setting(default: Any, doc: str, *, group: str, metavar: str | None = None,
@@ -49,6 +66,9 @@ class TrainConfig:
                                       group="data", metavar="M")
     cache_dir: str | None = setting(None, "token cache folder (default $DEPTHWIDTH_CACHE or ~/.cache/depthwidth)",
                                     group="data", metavar="DIR")
+    init_from: str | None = setting(None, "start from the weights of a local Hugging Face model folder (config.json "
+                                    "+ safetensors; its content hash is part of the run)", group="data",
+                                    metavar="HF_DIR")
     # budget
     steps: int | None = setting(None, "optimizer steps (give steps or tokens)", group="budget", metavar="N")
     tokens: int | None = setting(None, "training tokens, rounded up to whole steps (give steps or tokens)",
@@ -87,36 +107,37 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, str) or not self.corpus:
             raise UserError(f"corpus={self.corpus!r} must be a corpus name, a mixture 'a+b' or a path")
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
+            raise UserError(f"init_from={self.init_from!r} must be the path of a Hugging Face model folder")
         parse_tokenizer_spec(self.tokenizer)
         check_fractions(self.val_fraction, self.test_fraction)
         for name in ("seq_len", "batch_size", "eval_windows"):
-            check_int(name, getattr(self, name))
+            check_int(name, getattr(self, name), 1, *LIMITS[name])
         if self.micro_batch is not None:
-            check_int("micro_batch", self.micro_batch)
+            check_int("micro_batch", self.micro_batch, 1, *LIMITS["micro_batch"])
             if self.batch_size % self.micro_batch:
                 raise UserError(f"micro_batch={self.micro_batch} must divide batch_size={self.batch_size}")
         if (self.steps is None) == (self.tokens is None):
             raise UserError(f"steps={self.steps!r}, tokens={self.tokens!r}: give exactly one of steps and tokens")
-        if self.steps is not None:
-            check_int("steps", self.steps)
-        if self.tokens is not None:
-            check_int("tokens", self.tokens)
+        for name in ("steps", "tokens"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1, *LIMITS[name])
         for name in ("lr", "beta1", "beta2", "eps", "diverge_factor"):
-            _number(name, getattr(self, name), low=0.0, low_open=True)
+            check_number(name, getattr(self, name))
         for name in ("beta1", "beta2"):
             if not getattr(self, name) < 1:
                 raise UserError(f"{name}={getattr(self, name)!r} must be in (0, 1)")
         if self.min_lr is not None:
-            _number("min_lr", self.min_lr, low=0.0)
+            check_number("min_lr", self.min_lr, low_open=False)
             if self.min_lr > self.lr:
                 raise UserError(f"min_lr={self.min_lr!r} must not exceed lr={self.lr!r}")
         for name in ("weight_decay", "grad_clip"):
-            _number(name, getattr(self, name), low=0.0)
-        _number("dropout", self.dropout, low=0.0)
+            check_number(name, getattr(self, name), low_open=False)
+        check_number("dropout", self.dropout, low_open=False)
         if not self.dropout < 1:
             raise UserError(f"dropout={self.dropout!r} must be in [0, 1)")
         for name in ("warmup", "eval_every", "checkpoint_every"):
-            check_int(name, getattr(self, name), 0)
+            check_int(name, getattr(self, name), 0, *LIMITS[name])
         if self.warmup >= self.total_steps and self.warmup:
             raise UserError(f"warmup={self.warmup} must be fewer than the {self.total_steps} training steps")
         for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("device", DEVICES),
@@ -126,12 +147,12 @@ class TrainConfig:
         if not isinstance(self.decay_embeddings, bool):
             raise UserError(f"decay_embeddings={self.decay_embeddings!r} must be true or false")
         if self.threads is not None:
-            check_int("threads", self.threads)
+            check_int("threads", self.threads, 1, *LIMITS["threads"])
         check_int("seed", self.seed, 0)
         if self.seed >= 1 << 63:
             raise UserError(f"seed={self.seed} must be below 2**63")
         if self.peak_flops is not None:
-            _number("peak_flops", self.peak_flops, low=0.0, low_open=True)
+            check_number("peak_flops", self.peak_flops)
 
     # ---- derived ---------------------------------------------------------------------------
     @property
@@ -142,7 +163,7 @@ class TrainConfig:
     def total_steps(self) -> int:
         if self.steps is not None:
             return self.steps
-        return max(1, math.ceil(self.tokens / self.tokens_per_step))
+        return max(1, -(-self.tokens // self.tokens_per_step))  # integer ceiling: exact for any count
 
     @property
     def micro_batch_size(self) -> int:
@@ -174,10 +195,21 @@ class TrainConfig:
     def config_hash(self) -> str:
         """sha256 of the fields that change the numbers a run produces (not where it caches,
         how often it checkpoints, or the MFU denominator)."""
-        d = self.to_dict()
+        d = identity_dict(self)
         for name in NON_NUMERIC_FIELDS:
             d.pop(name)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+#: Fields added after runs were stored: left out of a run's identity (`config_hash`, a study's run id)
+#: while unset, so every earlier run keeps its hash. `init_from` names a folder; the trainer and the
+#: study add that folder's content hash (`depthwidth.hf.weights.content_hash`) to the identity.
+OMITTED_WHEN_UNSET = ("init_from",)
+
+
+def identity_dict(config: TrainConfig) -> dict[str, Any]:
+    """`config.to_dict()` without the `OMITTED_WHEN_UNSET` fields that are None."""
+    return {k: v for k, v in config.to_dict().items() if not (k in OMITTED_WHEN_UNSET and v is None)}
 
 
 #: Fields that may differ between a run and its resumption.
@@ -203,9 +235,3 @@ def lr_at(config: TrainConfig, step: int) -> float:
         return config.lr - (config.lr - low) * progress
     return low + 0.5 * (1.0 + math.cos(math.pi * progress)) * (config.lr - low)
 
-
-def _number(name: str, value: Any, *, low: float, low_open: bool = False) -> None:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-    ok = ok and (value > low if low_open else value >= low)
-    if not ok:
-        raise UserError(f"{name}={value!r} must be a finite number {'>' if low_open else '>='} {low:g}")
