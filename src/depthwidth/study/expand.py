@@ -122,15 +122,22 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
 
 
 def read_data(spec: StudySpec) -> DataInfo:
-    """Tokenize (or reuse the cached tokens of) the spec's corpus and check that one batch fits."""
+    """Tokenize (or reuse the cached tokens of) the spec's corpus, split as every run splits it, and
+    check what each run would check: one training batch fits, and so do the validation windows of every
+    slice (`eval.windows` windows of seq_len + 1 tokens in each slice's validation split)."""
     from depthwidth.data import BatchStream, load_dataset
 
     d = spec.data
     try:
-        dataset = load_dataset(corpus=d.corpus, tokenizer=d.tokenizer, val_fraction=d.val_fraction)
-        BatchStream(dataset, seq_len=d.seq_len, batch_size=d.batch_size, seed=0)
+        dataset = load_dataset(corpus=d.corpus, tokenizer=d.tokenizer, val_fraction=d.val_fraction,
+                               test_fraction=spec.train.get("test_fraction") or 0.0)
+        stream = BatchStream(dataset, seq_len=d.seq_len, batch_size=d.batch_size, seed=0)
     except (ValueError, FileNotFoundError) as exc:
         raise SpecError(str(exc), key="data.corpus") from None
+    try:
+        stream.eval_slices(spec.eval.windows)
+    except ValueError as exc:
+        raise SpecError(str(exc), key="data.seq_len") from None
     return DataInfo(corpus_hash=dataset.corpus_hash, vocab_size=dataset.vocab_size, train_tokens=len(dataset.train))
 
 

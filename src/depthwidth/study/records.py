@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from depthwidth.errors import UserError
 from depthwidth.train.result import STATUSES as RUN_STATUSES
 
 #: a stored run's status: waiting or in flight, then how its run ended (`depthwidth.train.result.STATUSES`)
@@ -82,20 +83,61 @@ class ResultRecord:
         return asdict(self)
 
 
+#: what follows every message about a damaged row
+REPAIR_HINT = "`depthwidth study repair DIR` rebuilds the store from the spec and the run folders"
+#: numeric columns of each row kind, checked on reading (SQLite stores any type in any column)
+RUN_NUMBERS = ("lr", "seed", "lr_trials", "attempts", "created_at", "started_at", "finished_at", "wall_seconds",
+               "train_seconds", "eval_seconds")
+RESULT_NUMBERS = ("val_loss", "tokens_per_s", "mfu", "peak_memory_bytes", "params", "tokens")
+
+
+def damaged_row(row: sqlite3.Row, what: str) -> UserError:
+    """The error for a stored row that cannot be what the store wrote (a damaged or hand-edited store)."""
+    return UserError(f"study store: run {str(row['run_id'])[:16]}: {what}; {REPAIR_HINT}")
+
+
+def stored_json(row: sqlite3.Row, column: str, *, empty: Any = None) -> dict:
+    """The JSON object in `column` of a stored row (`empty` when the column is NULL and that is allowed)."""
+    text = row[column]
+    if text is None and empty is not None:
+        return empty
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError) as exc:
+        raise damaged_row(row, f"its stored {column} is not valid JSON ({str(exc).split(';')[0]})") from None
+    if not isinstance(value, dict):
+        raise damaged_row(row, f"its stored {column} is {type(value).__name__}, not a JSON object")
+    return value
+
+
+def check_numbers(row: sqlite3.Row, columns: tuple[str, ...]) -> None:
+    for column in columns:
+        value = row[column]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise damaged_row(row, f"its stored {column} is {value!r:.40}, not a number")
+
+
 def run_record(row: sqlite3.Row) -> RunRecord:
+    check_numbers(row, RUN_NUMBERS)
     return RunRecord(
         run_id=row["run_id"], kind=row["kind"], group=row["grp"], shape_label=row["shape_label"], lr=row["lr"],
-        seed=row["seed"], lr_trials=row["lr_trials"], config=json.loads(row["config"]), in_spec=bool(row["in_spec"]),
+        seed=row["seed"], lr_trials=row["lr_trials"], config=stored_json(row, "config"), in_spec=bool(row["in_spec"]),
         status=row["status"], attempts=row["attempts"], error=row["error"], created_at=row["created_at"],
         started_at=row["started_at"], finished_at=row["finished_at"], wall_seconds=row["wall_seconds"],
         train_seconds=row["train_seconds"], eval_seconds=row["eval_seconds"], worker=row["worker"],
     )
 
 
+def curve_point(row: sqlite3.Row) -> CurvePoint:
+    check_numbers(row, CURVE_KEYS)
+    return CurvePoint(**{k: row[k] for k in CURVE_KEYS}, extra=stored_json(row, "extra", empty={}))
+
+
 def result_record(row: sqlite3.Row) -> ResultRecord:
+    check_numbers(row, RESULT_NUMBERS)
     return ResultRecord(run_id=row["run_id"], kind=row["kind"], **{k: row[k] for k in RESULT_KEYS},
-                        data=json.loads(row["result"]))
+                        data=stored_json(row, "result"))
 
 
-__all__ = ["CURVE_KEYS", "FINISHED", "RESULT_KEYS", "STATUSES", "CurvePoint", "ResultRecord", "RunRecord", "result_record",
-           "run_record"]
+__all__ = ["CURVE_KEYS", "FINISHED", "REPAIR_HINT", "RESULT_KEYS", "STATUSES", "CurvePoint", "ResultRecord", "RunRecord",
+           "check_numbers", "curve_point", "damaged_row", "result_record", "run_record", "stored_json"]

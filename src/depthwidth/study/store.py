@@ -35,11 +35,13 @@ from depthwidth.errors import UserError
 from depthwidth.study.records import (
     CURVE_KEYS,
     FINISHED,
+    REPAIR_HINT,
     RESULT_KEYS,
     STATUSES,
     CurvePoint,
     ResultRecord,
     RunRecord,
+    curve_point,
     result_record,
     run_record,
 )
@@ -108,7 +110,14 @@ class Store:
         path = Path(study_dir) / STORE_FILE
         if not path.is_file():
             raise FileNotFoundError(f"{study_dir} holds no study ({STORE_FILE} not found)")
+        if path.stat().st_size == 0:
+            raise damaged(path, "it is empty (0 bytes)")
         store = cls(path, _connect(path))
+        try:
+            store._check_intact()
+        except BaseException:
+            store.close()
+            raise
         version = store._meta("schema_version")
         if version == "1":  # written by an earlier version: upgraded in place (see depthwidth.study.migrate)
             from depthwidth.study.migrate import upgrade_v1
@@ -121,6 +130,8 @@ class Store:
             version = store._meta("schema_version")
         if version != str(SCHEMA_VERSION):
             store.close()
+            if version is None:
+                raise damaged(path, "it records no schema version (not a depthwidth study, or a damaged one)")
             raise UserError(f"{path}: schema version {version}, this depthwidth reads version {SCHEMA_VERSION}")
         return store
 
@@ -197,8 +208,7 @@ class Store:
 
     def curves(self, run_id: str) -> list[CurvePoint]:
         rows = self._conn.execute("SELECT * FROM curves WHERE run_id = ? ORDER BY idx", (run_id,))
-        return [CurvePoint(**{k: row[k] for k in CURVE_KEYS} | {"extra": json.loads(row["extra"] or "{}")},
-                           ) for row in rows]
+        return [curve_point(row) for row in rows]
 
     def results(self, *, kind: str | None = None, in_spec: bool | None = True) -> list[ResultRecord]:
         """Results of finished runs (completed or diverged), in run creation order."""
@@ -288,6 +298,17 @@ class Store:
                       ("failed" if final else "pending", error, time.time() if final else None, run_id))
 
     # ---- internals -------------------------------------------------------------------------------
+    def _check_intact(self) -> None:
+        """SQLite's quick check of every page (random bytes written into the file are found here, not
+        in the middle of a report); a UserError naming the file and the repair when it fails."""
+        try:
+            problems = [row[0] for row in self._conn.execute("PRAGMA quick_check(3)")]
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, f"SQLite cannot read it ({exc})") from None
+        if problems != ["ok"]:
+            found = " ".join(" ".join(map(str, problems)).split())
+            raise damaged(self.path, f"SQLite finds it damaged ({found[:200]})")
+
     def _meta(self, key: str) -> str | None:
         try:
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -315,8 +336,13 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"{path}: not a readable study store ({exc})") from None
+        raise damaged(path, f"it is not a readable SQLite database ({exc})") from None
     return conn
+
+
+def damaged(path: Path, why: str) -> UserError:
+    """The error for a study store that cannot be read as one."""
+    return UserError(f"{path}: not a readable study store: {why}; {REPAIR_HINT.replace('DIR', str(path.parent))}")
 
 
 def _jsonable(value: Any) -> Any:
