@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from depthwidth.errors import UserError
-from depthwidth.model.transformer import Transformer
+from depthwidth.machine import check_fits
+from depthwidth.model.transformer import Transformer, model_bytes
 from depthwidth.shapes.shape import Shape
 
 
@@ -32,6 +33,7 @@ def load_target(target: Shape | str | Path, *, attn_impl: str = "sdpa", seed: in
     """A Shape -> a model with seeded random weights; a path (checkpoint file or run folder) -> the
     trained model. Raises FileNotFoundError / ValueError naming the file and what is wrong."""
     if isinstance(target, Shape):
+        check_fits(model_bytes(target), what=f"the model {target.label()} (fp32 weights)")
         torch.manual_seed(seed)
         model = Transformer(target, attn_impl=attn_impl).eval()
         return LoadedTarget(model=model, shape=target, label=target.label(), checkpoint=None, meta=None)
@@ -74,7 +76,7 @@ def _check_file_kind(file: Path) -> None:
 
 def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarget:
     """Rebuild the trained model of one of our checkpoints (read with weights_only=True)."""
-    from depthwidth.train.checkpoint import load_checkpoint
+    from depthwidth.train.checkpoint import check_state, load_checkpoint
 
     file = checkpoint_file(path)
     _check_file_kind(file)
@@ -94,13 +96,10 @@ def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarge
         shape = Shape.from_dict(shape_dict)
     except (TypeError, ValueError) as exc:
         raise UserError(f"checkpoint {file} has an invalid shape: {exc}") from None
+    check_state(state, shape, source=f"checkpoint {file}")  # names and sizes, before anything is built
+    check_fits(model_bytes(shape), what=f"checkpoint {file}'s model {shape.label()} (fp32 weights)")
     model = Transformer(shape, attn_impl=attn_impl)
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()
-        why = first[-1].strip() if first else exc
-        raise UserError(f"checkpoint {file}: weights do not fit its shape {shape.label()} ({why})") from None
+    model.load_state_dict(state)
     return LoadedTarget(model=model.float().eval(), shape=shape, label=str(file), checkpoint=str(file), meta=meta)
 
 

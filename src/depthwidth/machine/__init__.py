@@ -8,6 +8,7 @@ bench, study, report, cli); imports only the standard library, `depthwidth.error
     profile.py   HardwareProfile / GemmResult, load and save (atomic), conversion to HardwareSpec
     stored.py    which stored profile fits a use
     measure.py   GEMM, copy bandwidth, tiny-op costs -> a profile; the cached profile
+    memory.py    free memory now, and a one-line refusal of what cannot fit
     peak.py      the MFU denominator: config, else a stored profile, else a GEMM timed now
     resolve.py   a hardware argument (table name, "measured", profile path) -> HardwareSpec
 """
@@ -36,6 +37,7 @@ from depthwidth.machine.measure import (
     memory_capacity,
     torch_threads,
 )
+from depthwidth.machine.memory import available_memory, check_fits
 from depthwidth.machine.paths import CACHE_ENV, PROFILE_ENV, cache_dir, profile_candidates, profile_path
 from depthwidth.machine.peak import PeakFlops, peak_flops
 from depthwidth.machine.profile import (
@@ -65,10 +67,12 @@ __all__ = [
     "HardwareProfile",
     "PeakFlops",
     "ProfileMatch",
+    "available_memory",
     "best_seconds",
     "cache_dir",
     "cached_profile",
     "capabilities",
+    "check_fits",
     "cpu_capabilities",
     "default_gemm_n",
     "device_kind",

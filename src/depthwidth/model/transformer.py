@@ -19,6 +19,7 @@ from torch import nn
 
 from depthwidth.model.cache import KVCache
 from depthwidth.model.kernels import ATTN_IMPLS
+from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 
 
@@ -222,3 +223,25 @@ class Transformer(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
         return logits, loss
+
+
+def state_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
+    """Name -> size of every tensor of `Transformer(shape).state_dict()`, allocating nothing: a model of
+    one block is built on the meta device and its block's entries repeated for each layer (so a shape
+    claiming 10^4 layers costs a dict, not a model)."""
+    with torch.device("meta"):
+        one = Transformer(shape.with_(n_layers=1))
+    out: dict[str, tuple[int, ...]] = {}
+    for name, tensor in one.state_dict().items():
+        if name.startswith("blocks.0."):
+            out.update((f"blocks.{i}.{name[9:]}", tuple(tensor.shape)) for i in range(shape.n_layers))
+        else:
+            out[name] = tuple(tensor.shape)
+    return out
+
+
+def model_bytes(shape: Shape) -> int:
+    """Bytes `Transformer(shape)` allocates in fp32: its parameters and its RoPE tables (cos and sin,
+    max_seq_len x head_dim each). A lower bound of what building it needs."""
+    rope = 2 * shape.max_seq_len * shape.head_dim if shape.pos == "rope" else 0
+    return 4 * (count_params(shape).total + rope)

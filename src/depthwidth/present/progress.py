@@ -12,8 +12,9 @@ def _bar(*columns):
 
     from depthwidth.present.terminal import console
 
+    err = console(stderr=True)  # off without a terminal: a pipe or a log gets no stray line break
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), *columns,
-                    TimeElapsedColumn(), console=console(stderr=True), transient=True)
+                    TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal)
 
 
 class StudyProgress:

@@ -5,39 +5,51 @@ A run folder holds:
     checkpoint.pt   model, optimizer and RNG states plus `meta` (step, curve, evals, ...),
                     rewritten atomically (temporary file + os.replace) every `checkpoint_every`
                     steps and at the end;
+    checkpoint.prev.pt  the checkpoint before it (moved aside just before the new one takes its
+                    place), so that a resume has a second, older point when the last one is
+                    unreadable (a disk that lost its last writes, a file cut short by a copy);
     result.json     the TrainResult, written atomically only when the run has ended as
                     "completed" or "diverged" - its presence is what "finished" means;
     error.json      written instead when the run failed (the checkpoint stays for a resume).
 Checkpoints hold tensors and plain Python values only and are read with
-torch.load(weights_only=True). Non-tensor bookkeeping travels as one JSON string.
+torch.load(weights_only=True) (memory-mapped, so a large file is not read into memory to be checked);
+a file that is not one (truncated, random, pickled objects, wrong types) is one UserError naming it.
+Non-tensor bookkeeping travels as one JSON string.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from depthwidth.errors import UserError
+from depthwidth.files import loads, read_json_object
 
 CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_PREV = "checkpoint.prev.pt"
 RESULT = "result.json"
 RUN = "run.json"
 ERROR = "error.json"
 CHECKPOINT_FORMAT = 1
 
 
-def atomic_write_bytes_via(path: Path, write) -> None:
-    """Call write(tmp_path), then rename tmp_path over `path` (same folder, so atomic)."""
+def atomic_write_bytes_via(path: Path, write, *, previous: Path | None = None) -> None:
+    """Call write(tmp_path), then rename tmp_path over `path` (same folder, so atomic); with `previous`,
+    the file at `path` is first renamed to `previous` (so two versions are kept)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        if previous is not None and path.exists():
+            os.replace(path, previous)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
@@ -48,8 +60,9 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_bytes_via(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=1, allow_nan=False)))
 
 
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
+def read_json(path: Path) -> dict[str, Any]:
+    """A run folder's JSON object (run.json, result.json); a UserError naming the file when it is not one."""
+    return read_json_object(path, what="run folder JSON")
 
 
 def rng_state(device: torch.device) -> dict[str, torch.Tensor]:
@@ -81,18 +94,59 @@ def save_checkpoint(
         "rng": rng_state(device),
         "meta": json.dumps(meta, allow_nan=True),
     }
-    atomic_write_bytes_via(path, lambda tmp: torch.save(payload, tmp))
+    atomic_write_bytes_via(path, lambda tmp: torch.save(payload, tmp), previous=path.with_name(CHECKPOINT_PREV))
+
+
+#: first bytes of a zip archive, what torch.save writes (and what torch.load can memory-map)
+ZIP_MAGIC = b"PK\x03\x04"
 
 
 def load_checkpoint(path: Path, *, device: torch.device) -> dict[str, Any]:
-    """Read a checkpoint written by `save_checkpoint` (weights_only=True); meta is decoded."""
+    """Read a checkpoint written by `save_checkpoint` (weights_only=True, memory-mapped); meta is
+    decoded. Anything else - truncated, random bytes, pickled objects, the right tag with the wrong
+    content - is one UserError naming the file."""
+    with open(path, "rb") as fh:
+        zipped = fh.read(4) == ZIP_MAGIC
     try:
-        payload = torch.load(path, map_location=device, weights_only=True)
-    except Exception as exc:  # a corrupt or foreign file: say which
-        raise UserError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
+        payload = torch.load(path, map_location=device, weights_only=True, mmap=zipped)
+    except pickle.UnpicklingError as exc:  # weights_only met a Python object: never retry without it
+        why = re.search(r"WeightsUnpickler error: ([^.]*)", str(exc))
+        raise UserError(f"checkpoint {path} holds Python objects that a weights-only load refuses"
+                        f"{f' ({why.group(1)})' if why else ''}; depthwidth never runs code from a checkpoint, "
+                        "expected a checkpoint.pt written by depthwidth train") from None
+    except Exception as exc:  # a corrupt or foreign file: say which, in one line
+        first = str(exc).strip().split(". ")[0].splitlines()[0] if str(exc).strip() else ""
+        raise UserError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {first})") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise UserError(f"checkpoint {path} is not a depthwidth checkpoint (format {CHECKPOINT_FORMAT})")
-    payload["meta"] = json.loads(payload["meta"])
+    meta, rng = payload.get("meta"), payload.get("rng")
+    payload["meta"] = loads(meta, source=f"checkpoint {path}: meta") if isinstance(meta, str) else None
+    if not isinstance(payload["meta"], dict) or not isinstance(rng, dict) or \
+            not all(isinstance(v, torch.Tensor) for v in rng.values()):
+        raise UserError(f"checkpoint {path} is not a depthwidth checkpoint: its meta or RNG state is malformed")
     # RNG states must stay on the CPU as ByteTensors whatever map_location says.
-    payload["rng"] = {k: v.cpu() for k, v in payload["rng"].items()}
+    payload["rng"] = {k: v.cpu() for k, v in rng.items()}
     return payload
+
+
+def check_state(state: Any, shape, *, source: str) -> None:
+    """Refuse a state dict that `Transformer(shape)` could not load - a missing, extra, non-tensor or
+    wrongly sized entry - before any module is built: the sizes come from `state_shapes` (a one-block
+    model on the meta device), so a file claiming a huge shape costs nothing to refuse."""
+    from depthwidth.model.transformer import state_shapes
+
+    if not isinstance(state, dict):
+        raise UserError(f"{source}: no model state (a dict of tensors)")
+    expected = state_shapes(shape)
+    missing = [k for k in expected if k not in state]
+    extra = [k for k in state if k not in expected]
+    if missing or extra:
+        which = f"lacks {missing[0]!r}" if missing else f"has {str(extra[0])[:60]!r}, which it does not have"
+        raise UserError(f"{source}: its weights do not fit its shape {shape.label()}: the state ({len(state)} "
+                        f"tensors) {which} ({len(expected)} tensors expected)")
+    for name, size in expected.items():
+        tensor = state[name]
+        if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point() or tuple(tensor.shape) != size:
+            got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise UserError(f"{source}: its weights do not fit its shape {shape.label()}: {name} is {got}, "
+                            f"expected a float tensor of {size}")
