@@ -28,7 +28,7 @@ from depthwidth.errors import UserError
 from depthwidth.data.batches import BatchStream, gather_windows
 from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.data.probes import parse_probe_spec, probe_test_set
-from depthwidth.machine import cache_dir as machine_cache_dir, peak_flops
+from depthwidth.machine import cache_dir as machine_cache_dir, check_fits, peak_flops
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
@@ -66,6 +66,8 @@ def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device
         )
     if not shape.lm_head or shape.kind != "decoder":
         raise UserError(f"kind={shape.kind!r}, lm_head={shape.lm_head}: training needs a decoder with an LM head")
+    check_fits(16 * count_params(shape).total, device=device,
+               what=f"training {shape.label()} (fp32 weights, gradients and two AdamW moments)")
     if shape.vocab_size < dataset.vocab_size:
         raise UserError(
             f"vocab_size={shape.vocab_size} of the shape is smaller than tokenizer {dataset.tokenizer.spec!r}'s "
@@ -133,16 +135,17 @@ def train(
     stream = BatchStream(dataset, seq_len=config.seq_len, batch_size=config.batch_size, seed=config.seed)
     eval_slices = stream.eval_slices(config.eval_windows)
     run_dir = Path(out_dir) if out_dir is not None else None
-    payload = None
+    payload, resumes = None, []
     if run_dir is not None:
         done = stored_result(run_dir, shape=shape, config=config, dataset=dataset, resume=resume)
         if done is not None:
             return done
-        payload = check_resumable(run_dir, shape=shape, config=config, dataset=dataset, resume=resume, device=device)
+        payload, resumes = check_resumable(run_dir, shape=shape, config=config, dataset=dataset, resume=resume,
+                                           device=device)
         prepare_run_dir(run_dir, shape=shape, config=config, dataset=dataset)
     with execution_settings(config, device) as threads:
         return _Run(shape, config, dataset=dataset, stream=stream, eval_slices=eval_slices, device=device,
-                    threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress).run(payload)
+                    threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress).run(payload, resumes)
 
 
 class _Run:
@@ -215,7 +218,8 @@ class _Run:
         return (total / accum if accum > 1 else total), grad_norm, lr
 
     # ---- the loop -------------------------------------------------------------------------------
-    def run(self, payload) -> TrainResult:
+    def run(self, payload, resumes: list[str]) -> TrainResult:
+        self.resumes = resumes  # where and why this run continued (see run_dir.check_resumable)
         try:
             return self._run(payload)
         except (RuntimeError, MemoryError) as exc:  # out of memory, a kernel failure: report, do not kill a study
@@ -315,7 +319,7 @@ class _Run:
 
     def _save(self, step: int) -> None:
         ckpt.save_checkpoint(self.run_dir / ckpt.CHECKPOINT, model=self.model, optimizer=self.optimizer,
-                             device=self.device, meta=self._meta(step))
+                             device=self.device, meta={**self._meta(step), "resumes": self.resumes})
 
     def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
         cfg = self.config
@@ -370,6 +374,7 @@ class _Run:
             config=cfg.to_dict(),
             dataset=self.dataset.to_dict(),
             probe_accuracy=probes or {},
+            resumes=self.resumes,
         )
         if self.progress is not None:
             self.progress(TrainProgress(phase="done", step=len(self.curve), steps=self.steps, loss=None,

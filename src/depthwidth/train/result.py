@@ -67,6 +67,8 @@ class TrainResult:
     dataset: dict[str, Any] = field(default_factory=dict)
     #: {probe: {difficulty: exact-match accuracy}} on held-out probe examples (probe slices only)
     probe_accuracy: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: one note per resume: the step and checkpoint it continued from and, after a fallback, why
+    resumes: list[str] = field(default_factory=list)
     schema: int = RESULT_SCHEMA
 
     def __post_init__(self) -> None:

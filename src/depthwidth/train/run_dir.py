@@ -54,25 +54,56 @@ def stored_result(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: 
     return TrainResult.from_dict(data)
 
 
+#: what a checkpoint's meta must hold for the trainer to continue from it
+RESUME_KEYS = ("step", "curve", "evals", "train_seconds", "eval_seconds", "shape", "config", "dataset_hash")
+
+
 def check_resumable(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: Dataset, resume: bool,
-                    device: torch.device) -> dict | None:
-    """The checkpoint payload to resume from, or None to start from step 0."""
+                    device: torch.device) -> tuple[dict | None, list[str]]:
+    """(The checkpoint payload to resume from or None to start from step 0, the run's resume notes).
+
+    The last readable of checkpoint.pt and checkpoint.prev.pt is used; when neither can be read the run
+    starts again from step 0. Each resume adds a note saying where it continued and, when it fell back,
+    why (the notes travel in the checkpoint and end in the result's `resumes`). A readable checkpoint
+    of a different run is refused, never replaced."""
     started = (run_dir / ckpt.CHECKPOINT).is_file() or (run_dir / ckpt.RUN).is_file()
     if started and not resume:
         raise UserError(f"{run_dir} already holds a started run; resume it (--resume) or choose another folder")
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"out_dir {run_dir} is a file, not a folder")
-    path = run_dir / ckpt.CHECKPOINT
-    if not resume or not path.is_file():
-        return None
-    payload = ckpt.load_checkpoint(path, device=device)
-    meta = payload["meta"]
-    _check_same(run_dir, what="a checkpoint", shape=shape, config=config, stored_shape=meta["shape"],
-                stored_config=meta["config"])
-    if meta["dataset_hash"] != dataset.dataset_hash:
-        raise UserError(f"{run_dir} holds a checkpoint trained on different data "
-                         f"(dataset hash {meta['dataset_hash'][:12]}, now {dataset.dataset_hash[:12]})")
-    return payload
+    if not resume:
+        return None, []
+    unreadable: list[str] = []
+    for name in (ckpt.CHECKPOINT, ckpt.CHECKPOINT_PREV):
+        if not (run_dir / name).is_file():
+            continue
+        payload, why = _readable(run_dir / name, device=device)
+        if payload is None:
+            unreadable.append(f"{name} unreadable ({why})")
+            continue
+        meta = payload["meta"]
+        _check_same(run_dir, what="a checkpoint", shape=shape, config=config, stored_shape=meta["shape"],
+                    stored_config=meta["config"])
+        if meta["dataset_hash"] != dataset.dataset_hash:
+            raise UserError(f"{run_dir} holds a checkpoint trained on different data "
+                            f"(dataset hash {str(meta['dataset_hash'])[:12]}, now {dataset.dataset_hash[:12]})")
+        note = f"resumed at step {meta['step']} from {name}" + (f": {'; '.join(unreadable)}" if unreadable else "")
+        return payload, [*meta.get("resumes", []), note]
+    if unreadable:
+        return None, [f"started again at step 0: {'; '.join(unreadable)}"]
+    return None, []
+
+
+def _readable(path: Path, *, device: torch.device) -> tuple[dict | None, str]:
+    """(payload, "") of a checkpoint the trainer can continue from, or (None, why not)."""
+    try:
+        payload = ckpt.load_checkpoint(path, device=device)
+    except UserError as exc:
+        return None, str(exc).removeprefix(f"checkpoint {path} ")
+    missing = [k for k in RESUME_KEYS if k not in payload["meta"]]
+    if missing or not isinstance(payload.get("model"), dict) or not isinstance(payload.get("optimizer"), dict):
+        return None, f"its meta lacks {', '.join(missing)}" if missing else "no model or optimizer state"
+    return payload, ""
 
 
 def prepare_run_dir(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: Dataset) -> None:
