@@ -4,6 +4,7 @@
     depthwidth study status DIR [--json]
     depthwidth study show DIR [RUN] [--json]
     depthwidth study validate SPEC [--json]
+    depthwidth study export DIR --best|--all -o OUT [--force] [--json]
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def add_parser(subparsers) -> None:
     v.add_argument("spec", metavar="SPEC", help="study spec (TOML)")
     v.add_argument("--json", action="store_true", help="print the expansion as one JSON object")
     v.set_defaults(run=validate_cmd)
+    e = one_line_errors(sub.add_parser("export", help="the recommended shape (or every shape) as Hugging Face models",
+                                       description="Export trained shapes as transformers model folders."))
+    e.add_argument("dir", metavar="STUDY", help="study folder")
+    which = e.add_mutually_exclusive_group(required=True)
+    which.add_argument("--best", action="store_true",
+                       help="the shape `depthwidth recommend STUDY` picks without limits, into DIR")
+    which.add_argument("--all", action="store_true", help="every shape with a completed run, DIR/<budget>-<shape>")
+    e.add_argument("-o", "--out", metavar="DIR", required=True, help="the folder to write")
+    e.add_argument("--force", action="store_true", help="replace the model files in a non-empty folder")
+    e.add_argument("--json", action="store_true", help="print what was written as one JSON object")
+    e.set_defaults(run=export_cmd)
     p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
 
 
@@ -121,6 +133,19 @@ def show_cmd(args: argparse.Namespace) -> int:
     from depthwidth.present.study import print_run
 
     print_run(console(), run, result, curve, errors)
+    return 0
+
+
+def export_cmd(args: argparse.Namespace) -> int:
+    from depthwidth.cli.export import export_line
+    from depthwidth.report.model_export import export_study
+
+    results = export_study(args.dir, args.out, best=args.best, overwrite=args.force)
+    if args.json:
+        print_json({"exports": [r.to_dict() for r in results]})
+        return 0
+    for result in results:
+        print(export_line(result))
     return 0
 
 
