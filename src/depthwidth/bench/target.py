@@ -1,5 +1,6 @@
-"""What a benchmark measures: a `Shape` with random weights (speed only) or a model from one of our
-training checkpoints (speed and, for quantization, validation loss)."""
+"""What a benchmark measures: a `Shape` with random weights (speed only), a model from one of our
+training checkpoints (speed and, for quantization, validation loss), or a local Hugging Face model
+folder read into our model (`depthwidth.hf.load`; speed only, as its data is not ours)."""
 
 from __future__ import annotations
 
@@ -31,13 +32,16 @@ class LoadedTarget:
 
 def load_target(target: Shape | str | Path, *, attn_impl: str = "sdpa", seed: int = 0) -> LoadedTarget:
     """A Shape -> a model with seeded random weights; a path (checkpoint file or run folder) -> the
-    trained model. Raises FileNotFoundError / ValueError naming the file and what is wrong."""
+    trained model; a Hugging Face model folder (config.json, no checkpoint.pt) -> its weights in our
+    model. Raises FileNotFoundError / ValueError naming the file and what is wrong."""
     if isinstance(target, Shape):
         check_fits(model_bytes(target), what=f"the model {target.label()} (fp32 weights)")
         torch.manual_seed(seed)
         model = Transformer(target, attn_impl=attn_impl).eval()
         return LoadedTarget(model=model, shape=target, label=target.label(), checkpoint=None, meta=None)
     if isinstance(target, (str, Path)):
+        if is_hf_folder(Path(target)):
+            return load_hf_target(Path(target), attn_impl=attn_impl)
         return load_checkpoint_model(Path(target), attn_impl=attn_impl)
     raise UserError(f"target must be a Shape or a checkpoint path, got {type(target).__name__}")
 
@@ -103,6 +107,24 @@ def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarge
     return LoadedTarget(model=model.float().eval(), shape=shape, label=str(file), checkpoint=str(file), meta=meta)
 
 
+def is_hf_folder(path: Path) -> bool:
+    """A folder with a Hugging Face config.json and none of our checkpoints."""
+    from depthwidth.train.checkpoint import CHECKPOINT
+
+    return path.is_dir() and (path / "config.json").is_file() and not (path / CHECKPOINT).is_file()
+
+
+def load_hf_target(folder: Path, *, attn_impl: str = "sdpa") -> LoadedTarget:
+    """A local Hugging Face checkpoint in our model. Timing needs no exact import: what our model would
+    compute differently (an erf GELU, partial rotary) is named in the label instead of refused."""
+    from depthwidth.hf.load import load_hf_model
+
+    model, info = load_hf_model(folder, exact=False, attn_impl=attn_impl)
+    label = f"{folder} ({info.model_type}" + (f"; timed as our model: {'; '.join(info.mismatches)})"
+                                              if info.mismatches else ")")
+    return LoadedTarget(model=model, shape=info.shape, label=label, checkpoint=str(folder), meta=None)
+
+
 def variant_model(loaded: LoadedTarget, variant: str) -> nn.Module:
     """The model to time for `variant` ("fp32" | "bf16" | "int8"), in eval mode: the loaded model
     itself for fp32, a bf16 copy, or an int8 dynamically quantized copy (`bench.quantize`).
@@ -118,4 +140,5 @@ def variant_model(loaded: LoadedTarget, variant: str) -> nn.Module:
     raise ValueError(f"variant={variant!r} is not one of fp32, bf16, int8")
 
 
-__all__ = ["LoadedTarget", "checkpoint_file", "load_checkpoint_model", "load_target", "variant_model"]
+__all__ = ["LoadedTarget", "checkpoint_file", "is_hf_folder", "load_checkpoint_model", "load_hf_target", "load_target",
+           "variant_model"]

@@ -1,5 +1,6 @@
 """`depthwidth bench`: serving latency, throughput, KV cache and int8 quantization of a shape (random
-weights, speed only) or a trained checkpoint, each latency next to its roofline prediction."""
+weights, speed only), a trained checkpoint or a local Hugging Face model folder (its weights in our
+model), each latency next to its roofline prediction."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("bench", help=HELP, description=HELP + ".")
     one_line_errors(p)
     add_shape_args(p)
-    p.add_argument("--checkpoint", metavar="PATH", help="a checkpoint.pt (or run folder) written by depthwidth train")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--checkpoint", metavar="PATH", help="a checkpoint.pt (or run folder) written by depthwidth train")
+    source.add_argument("--hf-model", metavar="HF_DIR",
+                        help="a local Hugging Face model folder (config.json + safetensors) of a supported class, "
+                             "timed through our model of its shape")
     g = p.add_argument_group("measurement")
     g.add_argument("--prompt-lens", type=int_list, metavar="N,N",
                    help="prefill prompt lengths (default: 16,64,256 where they fit)")
@@ -41,7 +46,8 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def _has_shape_flags(args: argparse.Namespace) -> bool:
+def has_shape_flags(args: argparse.Namespace) -> bool:
+    """Whether any shape flag (a base or a change) was given."""
     names = ("preset", "hf", "shape", "layers", "width", "heads", "kv_heads", "head_dim", "d_ff", "ffn", "norm",
              "bias", "pos", "max_seq_len", "vocab", "rope_theta", "kind", "tied", "parallel_residual",
              "post_norm", "final_norm", "lm_head")
@@ -64,9 +70,15 @@ def _config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.checkpoint and _has_shape_flags(args):
-        raise UserError("--checkpoint already gives the shape; drop the shape flags")
-    target = args.checkpoint if args.checkpoint else shape_from_args(args)
+    given = args.checkpoint or args.hf_model
+    if given and has_shape_flags(args):
+        raise UserError(f"{'--checkpoint' if args.checkpoint else '--hf-model'} already gives the shape; "
+                        "drop the shape flags")
+    if args.hf_model:
+        from depthwidth.hf.weights import model_folder
+
+        model_folder(args.hf_model)  # a folder without config.json: one line before any timing
+    target = given if given else shape_from_args(args)
     from depthwidth.bench.serving import bench
     from depthwidth.machine import hardware_choice
 
