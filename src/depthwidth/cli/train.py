@@ -5,9 +5,11 @@
         --layers 4 --heads 4 --width 128 --seq-len 64 --batch-size 12 --steps 2000 \\
         --lr 1e-3 --min-lr 1e-4 --warmup 100 --beta2 0.99 --dropout 0      # the classic char-level run
     depthwidth train --shape L4-H128-A4 --steps 2000 --out runs/a --checkpoint-every 200   # then --resume
+    depthwidth train --init-from hf/a --steps 500 --out runs/b    # continue an exported (or any local) HF model
 
 Unless --vocab is given, the vocabulary is the tokenizer's; unless --max-seq-len (or --preset/--hf)
-gives one, the position table is --seq-len long. Exit status: 0 completed, 1 diverged or failed,
+gives one, the position table is --seq-len long. With --init-from and no shape flags, the shape
+(vocabulary and context included) is the checkpoint's. Exit status: 0 completed, 1 diverged or failed,
 2 bad input (one line on stderr, nothing left looking finished).
 """
 
@@ -21,6 +23,7 @@ import sys
 import typing
 
 from depthwidth.cli import print_json
+from depthwidth.cli.bench import has_shape_flags
 from depthwidth.cli.common import add_shape_args, one_line_errors, shape_from_args
 from depthwidth.errors import UserError
 from depthwidth.present.progress import TrainProgressBar
@@ -102,6 +105,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         if not os.path.exists(args.data):
             raise FileNotFoundError(f"--data {args.data}: no such file or folder")
         values["corpus"] = os.path.abspath(args.data)
+    if values.get("init_from"):
+        values["init_from"] = os.path.abspath(values["init_from"])
     if getattr(args, "probe", None):
         values["corpus"] = args.probe if args.probe.startswith("probe:") else f"probe:{args.probe}"
     try:
@@ -117,16 +122,22 @@ def run(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise UserError("--resume needs --out DIR (the run folder to continue)")
     config = config_from_args(args)
-    shape = shape_from_args(args)
+    from_init = config.init_from is not None and not has_shape_flags(args)
+    if from_init:  # the checkpoint's own shape, read by the HF config import
+        from depthwidth.hf.load import read_hf_checkpoint
+
+        shape = read_hf_checkpoint(config.init_from).shape
+    else:
+        shape = shape_from_args(args)
     from depthwidth.data import load_dataset
     from depthwidth.train import train
 
     dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
                            test_fraction=config.test_fraction, cache_dir=config.cache_dir)
     changes = {}
-    if args.vocab is None:
+    if args.vocab is None and not from_init:
         changes["vocab_size"] = dataset.vocab_size
-    if args.max_seq_len is None and not args.preset and not args.hf:
+    if args.max_seq_len is None and not args.preset and not args.hf and not from_init:
         changes["max_seq_len"] = config.seq_len
     shape = shape.with_(**changes) if changes else shape
     show = not args.json and sys.stderr.isatty()

@@ -145,7 +145,12 @@ def train_config(spec: StudySpec, *, data: DataInfo, shape: Shape, tokens: int, 
     """The canonical config of one training run (`depthwidth.study.run_config`): the shape, the corpus
     content hash and the run's `TrainConfig` as the spec makes it."""
     config = spec.train_config(lr=lr, seed=seed, tokens=tokens)
-    return train_run_config(shape=shape.to_dict(), corpus_hash=data.corpus_hash, config=config)
+    init_hash = None
+    if config.init_from is not None:
+        from depthwidth.hf.weights import content_hash
+
+        init_hash = content_hash(config.init_from)
+    return train_run_config(shape=shape.to_dict(), corpus_hash=data.corpus_hash, config=config, init_hash=init_hash)
 
 
 def bench_config(spec: StudySpec, *, shape: Shape) -> dict:

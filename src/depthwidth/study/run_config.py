@@ -3,7 +3,8 @@
 A training run (format `TRAIN_FORMAT` = 2):
 
     {"kind": "train", "format": 2, "shape": Shape.to_dict(), "corpus_hash": "<sha256 of the corpus>",
-     "train": TrainConfig.to_dict() without its execution fields}
+     "train": TrainConfig.to_dict() without its execution fields (nor init_from while unset)
+     [, "init_hash": "<sha256 of the init_from model folder>"]}
 
 `train` is `TrainConfig`'s own dict: every field that can change a run's numbers (lr, seed and tokens
 included), none of `EXECUTION_FIELDS` (threads, cache folder, checkpoint interval, MFU denominator),
@@ -24,7 +25,7 @@ import hashlib
 import json
 from typing import Any
 
-from depthwidth.train.config import EXECUTION_FIELDS, TrainConfig
+from depthwidth.train.config import EXECUTION_FIELDS, TrainConfig, identity_dict
 
 TRAIN_FORMAT = 2
 BENCH_FORMAT = 1
@@ -43,10 +44,16 @@ def config_hash(config: dict) -> str:
     return hashlib.sha256(canonical_json(config).encode()).hexdigest()
 
 
-def train_run_config(*, shape: dict, corpus_hash: str, config: TrainConfig) -> dict:
-    """The canonical config of one training run."""
-    train = {k: v for k, v in config.to_dict().items() if k not in EXECUTION_FIELDS}
-    return {"kind": "train", "format": TRAIN_FORMAT, "shape": shape, "corpus_hash": corpus_hash, "train": train}
+def train_run_config(*, shape: dict, corpus_hash: str, config: TrainConfig, init_hash: str | None = None) -> dict:
+    """The canonical config of one training run; a run that starts from a model folder (`init_from`)
+    also carries that folder's content hash, `init_hash`."""
+    train = {k: v for k, v in identity_dict(config).items() if k not in EXECUTION_FIELDS}
+    out = {"kind": "train", "format": TRAIN_FORMAT, "shape": shape, "corpus_hash": corpus_hash, "train": train}
+    if config.init_from is not None:
+        if init_hash is None:
+            raise ValueError("a run with init_from needs the content hash of that folder (init_hash)")
+        out["init_hash"] = init_hash
+    return out
 
 
 def train_config_of(run_config: dict, **execution: Any) -> TrainConfig:

@@ -36,6 +36,7 @@ from depthwidth.shapes.shape import Shape
 from depthwidth.train import checkpoint as ckpt
 from depthwidth.train.config import TrainConfig, lr_at
 from depthwidth.train.evaluate import evaluate, position_buckets
+from depthwidth.train.init_from import check_resumed_init, read_init
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
 from depthwidth.train.probe_eval import probe_accuracy
 from depthwidth.train.result import TrainProgress, TrainResult
@@ -132,6 +133,7 @@ def train(
         dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
                                test_fraction=config.test_fraction, cache_dir=cache_dir)
     check_compatible(shape, config, dataset, device)
+    init = read_init(config, shape, tokenizer_fingerprint=dataset.tokenizer.fingerprint)
     stream = BatchStream(dataset, seq_len=config.seq_len, batch_size=config.batch_size, seed=config.seed)
     eval_slices = stream.eval_slices(config.eval_windows)
     run_dir = Path(out_dir) if out_dir is not None else None
@@ -142,15 +144,18 @@ def train(
             return done
         payload, resumes = check_resumable(run_dir, shape=shape, config=config, dataset=dataset, resume=resume,
                                            device=device)
+        check_resumed_init(run_dir, payload, init)
         prepare_run_dir(run_dir, shape=shape, config=config, dataset=dataset)
     with execution_settings(config, device) as threads:
         return _Run(shape, config, dataset=dataset, stream=stream, eval_slices=eval_slices, device=device,
-                    threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress).run(payload, resumes)
+                    threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress,
+                    init=init).run(payload, resumes)
 
 
 class _Run:
-    def __init__(self, shape, config, *, dataset, stream, eval_slices, device, threads, cache_dir, run_dir, progress):
-        self.shape, self.config, self.dataset, self.stream = shape, config, dataset, stream
+    def __init__(self, shape, config, *, dataset, stream, eval_slices, device, threads, cache_dir, run_dir, progress,
+                 init=None):
+        self.shape, self.config, self.dataset, self.stream, self.init = shape, config, dataset, stream, init
         self.eval_slices, self.device, self.threads = eval_slices, device, threads
         self.cache_dir, self.run_dir, self.progress = cache_dir, run_dir, progress
         self.steps = config.total_steps
@@ -174,6 +179,8 @@ class _Run:
         expected = count_params(self.shape).total
         if self.n_params != expected:
             raise RuntimeError(f"module has {self.n_params} parameters but count_params says {expected}")
+        if payload is None and self.init is not None:  # start from the init_from folder's weights
+            self.model.load_state_dict(self.init.state)
         self.optimizer = make_optimizer(self.model, self.config)
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.hasher = self.stream.hasher()
@@ -315,7 +322,8 @@ class _Run:
         return {"step": step, "curve": self.curve, "evals": self.evals, "train_seconds": self.train_seconds,
                 "eval_seconds": self.eval_seconds, "saved_activation_bytes": self.saved_bytes,
                 "state_bytes": self.states, "config": self.config.to_dict(), "shape": self.shape.to_dict(),
-                "dataset_hash": self.dataset.dataset_hash}
+                "dataset_hash": self.dataset.dataset_hash,
+                "init_sha256": self.init.sha256 if self.init is not None else None}
 
     def _save(self, step: int) -> None:
         ckpt.save_checkpoint(self.run_dir / ckpt.CHECKPOINT, model=self.model, optimizer=self.optimizer,
