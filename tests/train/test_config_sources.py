@@ -21,7 +21,7 @@ from depthwidth.train.config import EXECUTION_FIELDS, TrainConfig
 #: a value different from the default for every field (tokens sets the budget; steps stays None)
 SAMPLE = dict(
     corpus="python-docs", tokenizer="char", val_fraction=0.2, test_fraction=0.05, seq_len=64, batch_size=8,
-    micro_batch=4, cache_dir="/tmp/depthwidth-cache-x", steps=None, tokens=8 * 64 * 20, lr=2e-3, min_lr=3e-4,
+    micro_batch=4, cache_dir="/tmp/depthwidth-cache-x", init_from="/tmp/depthwidth-hf-model-x", steps=None, tokens=8 * 64 * 20, lr=2e-3, min_lr=3e-4,
     warmup=3, schedule="linear", beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.05, decay_embeddings=True,
     grad_clip=0.5, dropout=0.1, dtype="bf16", device="cpu", threads=1, attn_impl="eager", seed=7, eval_every=5,
     eval_windows=3, checkpoint_every=10, diverge_factor=3.0, peak_flops=1e12,
@@ -70,10 +70,13 @@ def _spec_text(sample: dict) -> str:
             "[bench]\nenabled = false\n\n[[shape]]\nn_layers = 2\nd_model = 32\nn_heads = 2\n")
 
 
-def test_every_field_from_a_study_spec():
+def test_every_field_from_a_study_spec(monkeypatch):
+    # init_from names a model folder whose content hash is part of the run's identity
+    monkeypatch.setattr("depthwidth.hf.weights.content_hash", lambda path: f"hash of {path}")
     spec = parse_spec(_spec_text(SAMPLE), source="every.toml")
     runs = expand(spec, data=DataInfo(corpus_hash="c0ffee", vocab_size=256, train_tokens=10**6)).train_runs
     assert len(runs) == 1
+    assert runs[0].config["init_hash"] == f"hash of {SAMPLE['init_from']}"
     execution = {k: v for k, v in spec.execution_settings().items() if k in EXECUTION_FIELDS}
     assert train_config_of(runs[0].config, threads=spec.execution.threads, **execution) == WANT
     # what the executor sets is not part of the run's identity
