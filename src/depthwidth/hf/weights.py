@@ -57,7 +57,7 @@ def weight_files(folder: Path) -> list[Path]:
     pickles = sorted(p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES)
     if pickles:
         raise UserError(f"{folder}: {pickles[0]} is a pickle checkpoint, which is never loaded (unpickling can run "
-                        f"code); convert it to {WEIGHTS} (safetensors) first")
+                        f"code); convert it to {WEIGHTS} first")
     raise UserError(f"{folder} has no {WEIGHTS} (nor {INDEX}); only safetensors weights are read")
 
 
