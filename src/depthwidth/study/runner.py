@@ -25,8 +25,10 @@ from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
 from depthwidth.study.spec import StudySpec, load_spec
 from depthwidth.study.store import FINISHED, Store
+from depthwidth.train.checkpoint import write_text
 
 LOCK_FILE = "study.lock"
+SPEC_FILE = "spec.toml"  # a copy of the spec last run in the folder (what `study repair` falls back on)
 DEFAULT_STUDIES_DIR = "studies"
 
 
@@ -177,12 +179,15 @@ def run_study(
     runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=spec.execution.cpus_per_run,
                            gpus_per_run=spec.execution.gpus_per_run, job_fn=job_fn, progress=progress)
     if executor == "ray":
-        from depthwidth.study.executors.ray import import_ray
+        from depthwidth.study.executors.ray import check_address, import_ray
 
-        import_ray()  # a missing extra is reported before the folder is touched
+        import_ray()  # a missing extra, or an address that does not answer: before the folder is touched
+        if address:
+            check_address(address)
     with StudyLock(folder), Store.create(folder, name=spec.name, spec=spec.to_dict(), spec_text=spec.text,
                                          source=spec.source) as store:
         new = store.sync_runs(r.to_row() for r in expansion.runs)
+        write_text(folder / SPEC_FILE, spec.text)
         stored = {r.run_id: r for r in store.runs()}
         todo = [r for r in _ordered(expansion.runs) if not stored[r.run_id].finished]
         skipped = len(expansion.runs) - len(todo)

@@ -9,13 +9,21 @@
   study's driver decides whether to retry it. Workers return outcomes; only the driver writes the store.
 - Checkpoints go to the run's folder under the study folder: on a multi-node cluster that path must be
   a shared filesystem for a retried run to resume (otherwise it restarts from step 0, same numbers).
+- An `address` is checked before anything is written (`check_address`): its host must resolve and its
+  port accept a connection, then a throwaway process must join the cluster, all within
+  `DEPTHWIDTH_RAY_TIMEOUT` seconds (default 30); Ray itself would retry an address that does not
+  answer for minutes, printing its reconnect lines.
 - Out of scope: runs that need more devices than one worker has (no multi-node / multi-GPU training).
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from depthwidth.errors import UserError
@@ -25,6 +33,11 @@ from depthwidth.study.jobs import Job, Outcome, execute, worker_name
 #: longest temp dir we hand to Ray: AF_UNIX paths are <= 107 bytes and Ray appends about 66
 MAX_TEMP_DIR_CHARS = 40
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2
+TIMEOUT_ENV = "DEPTHWIDTH_RAY_TIMEOUT"
+DEFAULT_TIMEOUT_S = 30.0
+#: what the throwaway process runs to join the cluster at argv[1] and leave again
+_JOIN = ("import sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False, "
+         "logging_level='ERROR'); ray.shutdown()")
 
 
 def import_ray():
@@ -47,6 +60,62 @@ def ray_temp_dir(study_dir: str | os.PathLike | None) -> tuple[str, str | None]:
         return short, (f"study path is too long for Ray's Unix sockets ({len(wanted)} > {MAX_TEMP_DIR_CHARS} "
                        f"characters); Ray's temp folder is {short}")
     return tempfile.mkdtemp(prefix="dwray-"), None
+
+
+def connect_timeout() -> float:
+    """Seconds a Ray address may take to answer: $DEPTHWIDTH_RAY_TIMEOUT, default 30."""
+    text = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        value = float(text) if text else DEFAULT_TIMEOUT_S
+    except ValueError:
+        raise UserError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds") from None
+    if not 0 < value < 86400:
+        raise UserError(f"{TIMEOUT_ENV}={text!r} must be between 0 and 86400 seconds")
+    return value
+
+
+def check_address(address: str, *, timeout: float | None = None) -> None:
+    """Refuse a Ray address that cannot answer within `timeout` seconds (default `connect_timeout()`):
+    a host that does not resolve, a port nobody listens on, or a listener that is not a Ray cluster."""
+    timeout = connect_timeout() if timeout is None else timeout
+    target = address.removeprefix("ray://")
+    if target not in ("auto", "local"):
+        host, sep, port = target.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UserError(f"--address {address!r}: expected HOST:PORT (such as 10.0.0.1:6379), "
+                            "ray://HOST:PORT or auto")
+        _probe_port(address, host.strip("[]"), int(port), timeout=timeout)
+    try:
+        proc = subprocess.run([sys.executable, "-c", _JOIN, address], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"--address {address}: no Ray cluster answered within {timeout:g} s (set "
+                        f"{TIMEOUT_ENV} to wait longer)") from None
+    if proc.returncode:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise UserError(f"--address {address}: joining the Ray cluster failed ({lines[-1][:200] if lines else ''})")
+
+
+def _probe_port(address: str, host: str, port: int, *, timeout: float) -> None:
+    """Resolve `host` and open a TCP connection to `port`, in a thread bounded by `timeout` (a name
+    lookup has no timeout of its own)."""
+    outcome: list[str] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            outcome.append("")
+        except socket.gaierror as exc:
+            outcome.append(f"host {host!r} does not resolve ({exc.strerror})")
+        except OSError as exc:
+            outcome.append(f"nothing answers at {host}:{port} ({exc.strerror or exc})")
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    why = outcome[0] if outcome else f"no answer within {timeout:g} s"
+    if why:
+        raise UserError(f"--address {address}: {why}")
 
 
 def _run_job(job_fn: JobFunction, job: Job) -> Outcome:
@@ -126,4 +195,4 @@ class RayExecutor:
         return text + (f"; note: {self.note}" if self.note else "")
 
 
-__all__ = ["RayExecutor", "import_ray", "ray_temp_dir"]
+__all__ = ["RayExecutor", "check_address", "connect_timeout", "import_ray", "ray_temp_dir"]
