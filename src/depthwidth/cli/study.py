@@ -4,6 +4,7 @@
     depthwidth study status DIR [--json]
     depthwidth study show DIR [RUN] [--json]
     depthwidth study validate SPEC [--json]
+    depthwidth study repair DIR [--spec SPEC] [--json]
     depthwidth study export DIR --best|--all -o OUT [--force] [--json]
 """
 
@@ -46,6 +47,14 @@ def add_parser(subparsers) -> None:
     v.add_argument("spec", metavar="SPEC", help="study spec (TOML)")
     v.add_argument("--json", action="store_true", help="print the expansion as one JSON object")
     v.set_defaults(run=validate_cmd)
+    rp = one_line_errors(sub.add_parser("repair", help="rebuild a damaged study.sqlite from the run folders",
+                                        description="Check the study's store and rebuild or repair it from the "
+                                        "spec and the run folders; a damaged store is kept aside, never deleted."))
+    rp.add_argument("dir", metavar="DIR", help="study folder")
+    rp.add_argument("--spec", metavar="SPEC", help="the spec the study ran (default: the one the store or the "
+                                                   "folder's spec.toml recorded)")
+    rp.add_argument("--json", action="store_true", help="print what was found and done as one JSON object")
+    rp.set_defaults(run=repair_cmd)
     e = one_line_errors(sub.add_parser("export", help="the recommended shape (or every shape) as Hugging Face models",
                                        description="Export trained shapes as transformers model folders."))
     e.add_argument("dir", metavar="STUDY", help="study folder")
@@ -159,4 +168,19 @@ def validate_cmd(args: argparse.Namespace) -> int:
     from depthwidth.present.study import print_validation
 
     print_validation(console(), expansion)
+    return 0
+
+
+def repair_cmd(args: argparse.Namespace) -> int:
+    from depthwidth.study.repair import repair_study
+
+    report = repair_study(args.dir, spec=args.spec)
+    if args.json:
+        print_json(report.to_dict())
+        return 0
+    from depthwidth.present.study import repair_lines
+
+    out = console()
+    for line in repair_lines(report):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0

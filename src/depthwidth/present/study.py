@@ -170,5 +170,19 @@ def print_validation(console, expansion) -> None:
             console.print(f"    planner: {note}", markup=False)
 
 
+def repair_lines(report) -> list[str]:
+    """What `study repair` found and did (a `RepairReport`), one line per fact."""
+    lines = [f"{report.study_dir}: store {report.store}"
+             + (f"; kept as {report.moved_to} and rebuilt" if report.moved_to else ""),
+             f"spec: {report.spec_source} ({report.runs} runs)",
+             f"recovered from the run folders: {len(report.recovered)} finished run(s)"
+             + (f"; already finished in the store: {report.finished_before}" if report.finished_before else ""),
+             f"to run again (no finished result anywhere): {len(report.pending)}"
+             + (" - `depthwidth study run SPEC` runs them" if report.pending else "")]
+    lines += [f"could not use {folder}: {why}" for folder, why in report.unusable]
+    return lines
+
+
 __all__ = ["SHAPE_COLUMNS", "STATE_ORDER", "counts_line", "curve_table", "fairness_line", "print_run",
-           "print_summary", "print_validation", "run_report_line", "runs_table", "shapes_table", "states_table"]
+           "print_summary", "print_validation", "repair_lines", "run_report_line", "runs_table", "shapes_table",
+           "states_table"]

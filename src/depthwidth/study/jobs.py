@@ -10,6 +10,7 @@ that run instead of starting it again, with the same numbers on CPU.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from depthwidth.train.checkpoint import RESULT, RUN, write_text
 from depthwidth.train.result import STATUSES
 
 OUTCOME_STATUSES = STATUSES  # a job ends as its training run does
@@ -75,7 +77,8 @@ def execute(job: Job, *, progress: JobProgress | None = None) -> Outcome:
             raise ValueError(f"job kind {job.kind!r} is not train or bench")
     except Exception as exc:  # the run failed; the driver records it and may retry
         status, result, curve = "failed", None, ()
-        error = f"{type(exc).__name__}: {exc}"
+        lines = str(exc).strip().splitlines()  # the first line: a kernel's error may add pages of C++ frames
+        error = f"{type(exc).__name__}: {lines[0] if lines else ''}"
         tb = traceback.extract_tb(exc.__traceback__)
         if tb:
             error += f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})"
@@ -133,8 +136,12 @@ def _bench(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None,
     if progress is not None:
         def callback(label: str, done: int, total: int) -> None:
             progress(phase=label, step=done, steps=total, loss=None, tokens_per_s=None, eta_s=None)
-    result = bench(shape, config, progress=callback, hardware=hardware)
-    return "completed", result.to_dict(), [], None
+    result = bench(shape, config, progress=callback, hardware=hardware).to_dict()
+    # the run's folder keeps what it is and what it measured, so a damaged store can be rebuilt from it
+    folder = Path(job.run_dir)
+    write_text(folder / RUN, json.dumps(job.config, indent=1, sort_keys=True))
+    write_text(folder / RESULT, json.dumps(result, indent=1))
+    return "completed", result, [], None
 
 
 __all__ = ["Job", "Outcome", "execute", "merge_curve", "run_dir", "worker_name"]

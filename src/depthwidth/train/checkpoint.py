@@ -57,7 +57,12 @@ def atomic_write_bytes_via(path: Path, write, *, previous: Path | None = None) -
 
 
 def write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes_via(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=1, allow_nan=False)))
+    write_text(path, json.dumps(obj, indent=1, allow_nan=False))
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically (a reader sees the old file or the new one, never half)."""
+    atomic_write_bytes_via(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def read_json(path: Path) -> dict[str, Any]:

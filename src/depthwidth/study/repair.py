@@ -1,0 +1,224 @@
+"""`repair_study(dir)`: rebuild or repair a study's `study.sqlite` from its spec and its run folders.
+
+Every finished run leaves its outcome in its own folder, `runs/<run id[:16]>/`: a training run its
+`result.json` (the `TrainResult`, curve included, written by the trainer), a benchmark run its
+`run.json` (its canonical config) and `result.json`. So a store that was truncated, zeroed, overwritten
+with random bytes or edited by hand loses nothing that matters:
+
+1. The store is checked: opened (`Store.open` runs SQLite's quick check) and every row decoded. An
+   intact store is repaired in place; a damaged one is moved aside to `study.sqlite.damaged[.N]` (never
+   deleted, with its -wal/-shm files) after whatever can still be read from it is taken: the spec text
+   and the run rows.
+2. The spec: `spec` when given, else the one the store recorded, else `<study>/spec.toml` (the copy
+   `study run` writes). It is expanded again (the corpus must be unchanged), which gives every run its
+   id, group and config.
+3. Each run that the store does not hold as finished gets its outcome from its folder, verified: the
+   folder's result must belong to exactly that run (a training result rebuilds the run's config, a
+   benchmark's run.json hashes to the run id). Its status, result and curve are written in one
+   transaction, as the driver writes them, so the stored losses and curves are those of the run.
+
+What cannot be recovered is said, folder by folder; runs without a finished result stay pending and
+the next `study run` runs them (a training run resumes from its checkpoint). The report is a
+`RepairReport`; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from depthwidth.errors import UserError
+from depthwidth.files import read_text
+from depthwidth.study.jobs import RUNS_FOLDER, merge_curve, run_dir
+from depthwidth.study.records import FINISHED
+from depthwidth.study.run_config import config_hash, train_run_config
+from depthwidth.study.runner import SPEC_FILE, StudyLock, prepare
+from depthwidth.study.store import STORE_FILE, Store
+from depthwidth.train.checkpoint import RESULT, RUN, read_json
+from depthwidth.train.config import TrainConfig
+
+DAMAGED_SUFFIX = ".damaged"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RepairReport:
+    """What `repair_study` found and did."""
+
+    study_dir: str
+    store: str  # "intact", "missing", or "damaged (why)"
+    moved_to: str | None  # where a damaged store was kept
+    spec_source: str  # where the spec came from
+    runs: int  # runs the spec asks for
+    finished_before: int  # runs the store already held as finished (an intact store)
+    recovered: tuple[str, ...]  # run ids whose outcome was read from their folder
+    pending: tuple[str, ...]  # run ids with no finished outcome anywhere: the next `study run` runs them
+    unusable: tuple[tuple[str, str], ...]  # (run folder, why it could not be used)
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"recovered": list(self.recovered), "pending": list(self.pending),
+                               "unusable": [{"folder": f, "why": w} for f, w in self.unusable]}
+
+
+def repair_study(study_dir: str | Path, *, spec: str | Path | None = None) -> RepairReport:
+    """Repair (or rebuild) the store of the study in `study_dir`; see the module docstring. Refused while
+    a driver runs the study, and when no spec can be found."""
+    folder = Path(study_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such study folder")
+    with StudyLock(folder):
+        state, salvaged = _diagnose(folder / STORE_FILE)
+        text, source = _spec_text(folder, spec=spec, salvaged=salvaged)
+        expansion = prepare_text(text, source=source)
+        moved = _move_aside(folder / STORE_FILE) if state.startswith("damaged") else None
+        spec_obj = expansion.spec
+        with Store.create(folder, name=spec_obj.name, spec=spec_obj.to_dict(), spec_text=spec_obj.text,
+                          source=spec_obj.source) as store:
+            wanted = {r.run_id for r in expansion.runs}
+            store.sync_runs(row for row in salvaged.get("runs", []) if row["run_id"] not in wanted)
+            store.sync_runs(r.to_row() for r in expansion.runs)
+            finished_before = sum(r.finished for r in store.runs())
+            recovered, unusable = _fill_from_folders(store, folder)
+            pending = tuple(r.run_id for r in store.runs() if not r.finished)
+        return RepairReport(study_dir=str(folder), store=state, moved_to=moved, spec_source=source,
+                            runs=len(expansion.runs), finished_before=finished_before,
+                            recovered=recovered, pending=pending, unusable=unusable)
+
+
+def prepare_text(text: str, *, source: str):
+    """The expansion of a spec given as TOML text (named `source` in errors)."""
+    from depthwidth.study.spec import parse_spec
+
+    return prepare(parse_spec(text, source=source))
+
+
+# ---- the store as found --------------------------------------------------------------------------
+def _diagnose(path: Path) -> tuple[str, dict]:
+    """("intact" | "missing" | "damaged (why)", what could be read: spec text, source, run rows)."""
+    if not path.exists():
+        return "missing", {}
+    try:
+        with Store.open(path.parent) as store:
+            store.runs(in_spec=None)
+            for run in store.runs(in_spec=None):
+                store.curves(run.run_id)
+            store.results(in_spec=None)
+            return "intact", {"spec_text": store.spec_text(), "spec_source": f"{path} (the spec it recorded)"}
+    except (UserError, sqlite3.Error) as exc:
+        return f"damaged ({str(exc).split('; `depthwidth study repair')[0]})", _salvage(path)
+
+
+def _salvage(path: Path) -> dict:
+    """Whatever rows of a damaged store SQLite can still read: the spec text and the run rows (each
+    read on its own, so one bad page costs the rows on it, not the table)."""
+    out: dict = {}
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return out
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'spec_text'").fetchone()
+        if row and isinstance(row[0], str) and row[0].strip():
+            out["spec_text"], out["spec_source"] = row[0], f"{path} (the spec it recorded, salvaged)"
+    except sqlite3.Error:
+        pass
+    out["runs"] = _salvage_runs(conn)
+    conn.close()
+    return out
+
+
+def _salvage_runs(conn: sqlite3.Connection) -> list[dict]:
+    from depthwidth.files import loads
+
+    rows = []
+    try:
+        cursor = conn.execute("SELECT run_id, kind, grp, shape_label, lr, seed, lr_trials, config FROM runs")
+        for run_id, kind, group, label, lr, seed, trials, text in cursor:
+            try:
+                config = loads(text, source="row")
+            except (UserError, TypeError):
+                continue
+            if isinstance(config, dict) and kind in ("train", "bench") and isinstance(run_id, str):
+                rows.append({"run_id": run_id, "kind": kind, "group": str(group), "shape_label": str(label),
+                             "lr": lr, "seed": seed, "lr_trials": trials, "config": config})
+    except sqlite3.Error:
+        pass  # the rows read before the damage are kept
+    return rows
+
+
+def _spec_text(folder: Path, *, spec: str | Path | None, salvaged: dict) -> tuple[str, str]:
+    if spec is not None:
+        return read_text(spec, what="study spec"), str(spec)
+    if salvaged.get("spec_text"):
+        return salvaged["spec_text"], salvaged["spec_source"]
+    copy = folder / SPEC_FILE
+    if copy.is_file():
+        return read_text(copy, what="study spec"), str(copy)
+    raise UserError(f"{folder}: no spec to rebuild the study from (the store has none and there is no "
+                    f"{SPEC_FILE}); give the spec the study was run with: depthwidth study repair {folder} "
+                    "--spec SPEC")
+
+
+def _move_aside(path: Path) -> str:
+    """Rename a damaged store (and its -wal/-shm) to the first free `study.sqlite.damaged[.N]`."""
+    n = 0
+    while True:
+        target = path.with_name(path.name + DAMAGED_SUFFIX + (f".{n}" if n else ""))
+        if not target.exists():
+            break
+        n += 1
+    for suffix in ("-wal", "-shm", ""):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(target.with_name(target.name + suffix))
+    return str(target)
+
+
+# ---- the run folders -----------------------------------------------------------------------------
+def _fill_from_folders(store: Store, folder: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """Record the verified outcome of every unfinished run whose folder holds one; (recovered run ids,
+    (folder, why) of each folder that could not be used)."""
+    runs = {r.run_id[:16]: r for r in store.runs(in_spec=None)}
+    recovered, unusable = [], []
+    root = folder / RUNS_FOLDER
+    for sub in sorted(root.iterdir()) if root.is_dir() else ():
+        name = f"{RUNS_FOLDER}/{sub.name}"
+        run = runs.get(sub.name)
+        if run is None:
+            if (sub / RESULT).exists():
+                unusable.append((name, "a finished run that belongs to no run of the spec or the store"))
+            continue
+        if run.finished or not (sub / RESULT).exists():
+            continue
+        try:
+            status, result, curve = _outcome(run, sub)
+        except UserError as exc:
+            unusable.append((name, str(exc)))
+            continue
+        store.record_finished(run.run_id, status=status, result=result, curve=curve, wall_seconds=None)
+        recovered.append(run.run_id)
+    return tuple(recovered), tuple(unusable)
+
+
+def _outcome(run, sub: Path) -> tuple[str, dict, list[dict]]:
+    """(status, result, curve) of a run from its folder, as the driver stores them; UserError when the
+    folder's result is unreadable or belongs to another run."""
+    data = read_json(sub / RESULT)
+    if run.kind == "bench":
+        if config_hash(read_json(sub / RUN)) != run.run_id:
+            raise UserError(f"its {RUN} is not the config of run {run.run_id[:16]}")
+        return "completed", data, []
+    try:
+        config = TrainConfig.from_dict(data["config"])
+        rebuilt = train_run_config(shape=data["shape"], corpus_hash=data["corpus_hash"], config=config)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"its {RESULT} is not a training result ({type(exc).__name__}: {exc})") from None
+    if config_hash(rebuilt) != run.run_id:
+        raise UserError(f"its {RESULT} is the result of another run (shape, data or settings differ)")
+    if data.get("status") not in FINISHED:
+        raise UserError(f"its {RESULT} has status {data.get('status')!r}, not one of {', '.join(FINISHED)}")
+    curve = merge_curve(data.pop("curve", None) or [], data.get("evals") or [], tokens_per_step=config.tokens_per_step)
+    return data["status"], data, curve
+
+
+__all__ = ["DAMAGED_SUFFIX", "RepairReport", "prepare_text", "repair_study"]
