@@ -45,6 +45,7 @@ def test_a_transformers_model_reads_into_ours_with_the_same_logits(model_type, t
     assert info.model_type == model_type and info.mismatches == ()
     tokens = torch.randint(0, 96, (2, 40), generator=torch.Generator().manual_seed(1))
     diff = (ours(tokens)[0] - theirs(tokens).logits).abs().max().item()
+    print(f"{model_type}: max |logit diff| {diff:.2e}")  # shown with pytest -s
     assert diff <= 1e-5, f"{model_type}: max |logit diff| {diff:.2e}"
 
 
