@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.files import read_json
 from depthwidth.machine.device import DEVICE_KINDS
 from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec
 
@@ -174,12 +175,9 @@ def load_profile(path: str | os.PathLike) -> HardwareProfile:
     """Read a profile written by `save_profile`. FileNotFoundError if absent; UserError naming the
     file and what is wrong if it is not valid JSON or not a profile."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"no hardware profile at {path}; run `depthwidth hw measure` to make one")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not a hardware profile (invalid JSON: {exc})") from None
+    data = read_json(path, what="hardware profile")
     try:
         return HardwareProfile.from_dict(data)
     except UserError as exc:
