@@ -84,12 +84,14 @@ def run_tokenizer(meta: dict[str, Any]):
     return dataset.tokenizer
 
 
-def _target(out_dir: str | os.PathLike, *, overwrite: bool) -> Path:
+def check_target(out_dir: str | os.PathLike, *, overwrite: bool) -> Path:
+    """The folder to write into: new, empty, or (with `overwrite`) one whose model files are replaced."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"-o {out} is a file; give a folder for the model")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise UserError(f"-o {out} is not empty; choose a new folder or pass --force to replace the model files")
+        raise UserError(f"-o {out} is not empty; choose a new folder, or replace its model files (--force, "
+                        "overwrite=True)")
     return out
 
 
@@ -107,7 +109,7 @@ def export_model(state: dict, shape: Shape, *, tokenizer, out_dir: str | os.Path
                  source: str = "", step: int | None = None, finished: bool = True) -> ExportResult:
     """Write `state` (our parameter names) of `shape` with `tokenizer` as a Hugging Face folder."""
     arch = choose_arch(shape)  # refuses before anything is written
-    out = _target(out_dir, overwrite=overwrite)
+    out = check_target(out_dir, overwrite=overwrite)
     tensors = to_hf_state(state, arch)
     newline = [int(i) for i in tokenizer.encode("\n")]
     newline_id = newline[0] if len(newline) == 1 else None
@@ -151,4 +153,4 @@ def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwr
                         finished=(folder / RESULT).is_file())
 
 
-__all__ = ["ExportResult", "export_model", "export_run", "run_tokenizer"]
+__all__ = ["ExportResult", "check_target", "export_model", "export_run", "run_tokenizer"]

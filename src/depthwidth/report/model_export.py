@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from depthwidth.errors import UserError
-from depthwidth.hf.export import ExportResult, export_run
+from depthwidth.hf.export import ExportResult, check_target, export_run
 from depthwidth.study.jobs import run_dir
 from depthwidth.study.summary import ShapeResult
 
@@ -53,8 +53,8 @@ def export_study(study_dir: str | os.PathLike, out_dir: str | os.PathLike, *, be
     results = chosen_results(study_dir, best=best)
     out = Path(out_dir)
     targets = [(r, out if best else out / folder_name(r)) for r in results]
-    if not best and out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise UserError(f"-o {out} is not empty; choose a new folder or pass --force to replace the model files")
+    if not best:
+        check_target(out, overwrite=overwrite)
     return [export_run(run_dir(study_dir, _best_seed_run(r)), target, overwrite=overwrite) for r, target in targets]
 
 
