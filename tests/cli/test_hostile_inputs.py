@@ -130,3 +130,12 @@ def test_plan_kv_group_with_given_widths_drops_what_does_not_split(capsys):
     data = json.loads(capsys.readouterr().out)
     assert [m["shape"]["d_model"] for m in data["members"]] == [768]  # 12 heads split into 4 groups of 3
     assert any("width 1024 has 16 heads, not a multiple of the kv group 3" in d["reason"] for d in data["family"]["dropped"])
+
+
+@pytest.mark.parametrize("argv, shown", [
+    (["probe", "show", "multihop", "\x1e"], "unrecognized arguments: \\x1e"),
+    (["calc", "--hf", "a\nb.json"], "a\\nb.json: no such config file"),
+    (["calc", "--preset", "gpt2\u202esmall"], "gpt2\\u202esmall"),
+])
+def test_control_characters_of_the_input_are_escaped_in_the_one_line(capsys, argv, shown):
+    assert shown in one_line_error(capsys, argv)

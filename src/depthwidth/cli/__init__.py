@@ -22,6 +22,7 @@ import sys
 import traceback
 
 from depthwidth import __version__
+from depthwidth.cli.common import one_line_errors, printable
 from depthwidth.errors import UserError
 
 # name -> module under depthwidth.cli; each module has add_parser(subparsers) and run(args) -> int.
@@ -50,8 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _harden(parser: argparse.ArgumentParser) -> None:
     """`parser` and every sub-command parser below it: usage errors as one line, negative numbers
     read as values (argparse keeps its pattern and its sub-parsers in private attributes)."""
-    from depthwidth.cli.common import one_line_errors
-
     one_line_errors(parser)
     parser._negative_number_matcher = NEGATIVE_NUMBER
     for action in parser._actions:
@@ -62,7 +61,7 @@ def _harden(parser: argparse.ArgumentParser) -> None:
 
 def error_line(exc: BaseException) -> str:
     """The one line printed for a user's error: the message, or for an operating-system error the
-    file and the system's reason; line breaks inside a message are joined."""
+    file and the system's reason; a line break or control character inside it is written as its escape."""
     text = str(exc)
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
         where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 is not None else f"{exc.filename}"
@@ -70,7 +69,7 @@ def error_line(exc: BaseException) -> str:
     elif isinstance(exc, sqlite3.Error):
         text = f"study store: {type(exc).__name__}: {exc} (a damaged study.sqlite is rebuilt by " \
                "`depthwidth study repair DIR`)"
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip()) or type(exc).__name__
+    return printable(text.strip()) or type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # one line, like every other usage error (argparse would also print the usage)
         where = f"depthwidth {args.command}" if getattr(args, "command", None) else "depthwidth"
-        print(f"{where}: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
+        print(f"{where}: error: unrecognized arguments: {printable(' '.join(unknown))}", file=sys.stderr)
         return 2
     if not getattr(args, "run", None):
         parser.print_help()

@@ -105,11 +105,17 @@ def int_list(text: str) -> tuple[int, ...]:
     return tuple(positive_int(t) for t in items)
 
 
+def printable(text: str) -> str:
+    """`text` as one printable line: a line break or any other control or format character (which may
+    come from a file name or a value the user typed) is written as its escape, \\n or \\x1e."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Make `parser` report usage errors as one line on stderr with exit status 2 (no usage dump)."""
 
     def error(message: str):
-        parser.exit(2, f"{parser.prog}: error: {message} (see {parser.prog} --help)\n")
+        parser.exit(2, f"{parser.prog}: error: {printable(message)} (see {parser.prog} --help)\n")
 
     parser.error = error  # type: ignore[method-assign]
     return parser
