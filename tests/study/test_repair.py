@@ -159,3 +159,55 @@ def test_a_truncated_checkpoint_of_an_unfinished_run_resumes_from_the_one_before
         (note,) = store.result(run_id).data["resumes"]
     assert note.startswith("resumed at step 20 from checkpoint.prev.pt: checkpoint.pt unreadable")
     assert os.path.getsize(ckpt) > 1000
+
+
+def test_an_intact_store_is_left_as_it_was(study, reference, numbers):
+    report = repair_study(study)
+    assert (report.store, report.finished_before, report.recovered, report.rewritten) == ("intact", 6, (), ())
+    assert numbers(study) == numbers(reference.dir)
+
+
+def test_a_hand_edited_loss_is_restored_from_the_run_folder(study, reference, numbers):
+    with Store.open(study) as store:
+        run_id = store.runs(kind="train")[2].run_id
+    con = sqlite3.connect(study / STORE_FILE)
+    con.execute("UPDATE results SET val_loss = 0.01 WHERE run_id = ?", (run_id,))
+    con.execute("UPDATE curves SET train_loss = 0.02 WHERE run_id = ? AND idx = 3", (run_id,))
+    con.commit()
+    con.close()
+    report = repair_study(study)
+    assert report.store == "intact" and report.rewritten == (run_id,) and report.recovered == ()
+    assert numbers(study) == numbers(reference.dir)
+
+
+def test_a_schema_whose_text_is_not_utf8_is_one_line_and_repaired(study, reference, numbers, capsys):
+    path = study / STORE_FILE
+    data = bytearray(path.read_bytes())
+    at = data.find(b"CREATE TABLE runs")
+    data[at + 20:at + 24] = b"\xa9" * 4  # SQLite's own message then carries bytes Python cannot decode
+    path.write_bytes(bytes(data))
+    err = one_line(capsys, ["study", "status", str(study)])
+    assert "not a readable study store: SQLite cannot read it (UnicodeDecodeError: " in err
+    assert len(repair_study(study).recovered) == 6 and numbers(study) == numbers(reference.dir)
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("UPDATE meta SET value = x'00ff' WHERE key = 'spec_text'", "its recorded spec_text is bytes, not text"),
+    ("UPDATE runs SET shape_label = x'07' WHERE rowid = 1", "its stored shape_label is b'\\x07', not text"),
+    ("UPDATE runs SET grp = x'00' WHERE rowid = 2", "its stored grp is b'\\x00', not text"),
+])
+def test_a_stored_value_of_the_wrong_type_is_one_line_and_repaired(study, reference, numbers, capsys, sql, message):
+    con = sqlite3.connect(study / STORE_FILE)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    assert message in one_line(capsys, ["study", "status", str(study)])
+    repair_study(study)
+    assert numbers(study) == numbers(reference.dir)
+    assert main(["study", "status", str(study)]) == 0
+
+
+def test_a_folder_that_is_no_study_is_refused_and_left_alone(tmp_path, capsys):
+    assert "not a study folder (it holds no study.sqlite, spec.toml or runs/)" in \
+        one_line(capsys, ["study", "repair", str(tmp_path)])
+    assert list(tmp_path.iterdir()) == []  # not even a lock file

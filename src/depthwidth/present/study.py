@@ -176,7 +176,9 @@ def repair_lines(report) -> list[str]:
              + (f"; kept as {report.moved_to} and rebuilt" if report.moved_to else ""),
              f"spec: {report.spec_source} ({report.runs} runs)",
              f"recovered from the run folders: {len(report.recovered)} finished run(s)"
-             + (f"; already finished in the store: {report.finished_before}" if report.finished_before else ""),
+             + (f"; already finished in the store: {report.finished_before}" if report.finished_before else "")
+             + (f", of which {len(report.rewritten)} rewritten from their folder (the store's copy differed)"
+                if report.rewritten else ""),
              f"to run again (no finished result anywhere): {len(report.pending)}"
              + (" - `depthwidth study run SPEC` runs them" if report.pending else "")]
     lines += [f"could not use {folder}: {why}" for folder, why in report.unusable]

@@ -89,6 +89,9 @@ REPAIR_HINT = "`depthwidth study repair DIR` rebuilds the store from the spec an
 RUN_NUMBERS = ("lr", "seed", "lr_trials", "attempts", "created_at", "started_at", "finished_at", "wall_seconds",
                "train_seconds", "eval_seconds")
 RESULT_NUMBERS = ("val_loss", "tokens_per_s", "mfu", "peak_memory_bytes", "params", "tokens")
+#: text columns of each row kind, checked on reading: (always text, text or NULL)
+RUN_TEXTS = (("run_id", "kind", "grp", "shape_label", "status"), ("error", "worker"))
+RESULT_TEXTS = ((), ("batch_stream_hash", "corpus_hash"))
 
 
 def damaged_row(row: sqlite3.Row, what: str) -> UserError:
@@ -117,8 +120,18 @@ def check_numbers(row: sqlite3.Row, columns: tuple[str, ...]) -> None:
             raise damaged_row(row, f"its stored {column} is {value!r:.40}, not a number")
 
 
+def check_texts(row: sqlite3.Row, columns: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    """The first columns must hold text, the others text or NULL."""
+    required, optional = columns
+    for column in (*required, *optional):
+        value = row[column]
+        if not isinstance(value, str) and (value is not None or column in required):
+            raise damaged_row(row, f"its stored {column} is {value!r:.40}, not text")
+
+
 def run_record(row: sqlite3.Row) -> RunRecord:
     check_numbers(row, RUN_NUMBERS)
+    check_texts(row, RUN_TEXTS)
     return RunRecord(
         run_id=row["run_id"], kind=row["kind"], group=row["grp"], shape_label=row["shape_label"], lr=row["lr"],
         seed=row["seed"], lr_trials=row["lr_trials"], config=stored_json(row, "config"), in_spec=bool(row["in_spec"]),
@@ -135,9 +148,10 @@ def curve_point(row: sqlite3.Row) -> CurvePoint:
 
 def result_record(row: sqlite3.Row) -> ResultRecord:
     check_numbers(row, RESULT_NUMBERS)
+    check_texts(row, RESULT_TEXTS)
     return ResultRecord(run_id=row["run_id"], kind=row["kind"], **{k: row[k] for k in RESULT_KEYS},
                         data=stored_json(row, "result"))
 
 
 __all__ = ["CURVE_KEYS", "FINISHED", "REPAIR_HINT", "RESULT_KEYS", "STATUSES", "CurvePoint", "ResultRecord", "RunRecord",
-           "check_numbers", "curve_point", "damaged_row", "result_record", "run_record", "stored_json"]
+           "check_numbers", "check_texts", "curve_point", "damaged_row", "result_record", "run_record", "stored_json"]

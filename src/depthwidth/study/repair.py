@@ -24,6 +24,7 @@ the next `study run` runs them (a training run resumes from its checkpoint). The
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from pathlib import Path
 from depthwidth.errors import UserError
 from depthwidth.files import read_text
 from depthwidth.study.jobs import RUNS_FOLDER, merge_curve, run_dir
-from depthwidth.study.records import FINISHED
+from depthwidth.study.records import CURVE_KEYS, FINISHED, RESULT_KEYS
 from depthwidth.study.run_config import config_hash, train_run_config
 from depthwidth.study.runner import SPEC_FILE, StudyLock, prepare
 from depthwidth.study.store import STORE_FILE, Store
@@ -52,11 +53,13 @@ class RepairReport:
     runs: int  # runs the spec asks for
     finished_before: int  # runs the store already held as finished (an intact store)
     recovered: tuple[str, ...]  # run ids whose outcome was read from their folder
+    rewritten: tuple[str, ...]  # finished run ids whose stored outcome differed from their folder's
     pending: tuple[str, ...]  # run ids with no finished outcome anywhere: the next `study run` runs them
     unusable: tuple[tuple[str, str], ...]  # (run folder, why it could not be used)
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"recovered": list(self.recovered), "pending": list(self.pending),
+        return asdict(self) | {"recovered": list(self.recovered), "rewritten": list(self.rewritten),
+                               "pending": list(self.pending),
                                "unusable": [{"folder": f, "why": w} for f, w in self.unusable]}
 
 
@@ -66,23 +69,26 @@ def repair_study(study_dir: str | Path, *, spec: str | Path | None = None) -> Re
     folder = Path(study_dir)
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder}: no such study folder")
+    if not any((folder / name).exists() for name in (STORE_FILE, SPEC_FILE, RUNS_FOLDER)):
+        raise UserError(f"{folder}: not a study folder (it holds no {STORE_FILE}, {SPEC_FILE} or {RUNS_FOLDER}/)")
     with StudyLock(folder):
         state, salvaged = _diagnose(folder / STORE_FILE)
-        text, source = _spec_text(folder, spec=spec, salvaged=salvaged)
-        expansion = prepare_text(text, source=source)
+        expansion, source = _expansion(folder, spec=spec, salvaged=salvaged)
+        name = expansion.spec.name
+        if state == "intact" and spec is None and salvaged.get("name") != name:
+            state = f"damaged (it names the study {salvaged.get('name')!r}, its spec {name!r})"
         moved = _move_aside(folder / STORE_FILE) if state.startswith("damaged") else None
-        spec_obj = expansion.spec
-        with Store.create(folder, name=spec_obj.name, spec=spec_obj.to_dict(), spec_text=spec_obj.text,
-                          source=spec_obj.source) as store:
+        with Store.create(folder, name=name, spec=expansion.spec.to_dict(), spec_text=expansion.spec.text,
+                          source=expansion.spec.source) as store:
             wanted = {r.run_id for r in expansion.runs}
             store.sync_runs(row for row in salvaged.get("runs", []) if row["run_id"] not in wanted)
             store.sync_runs(r.to_row() for r in expansion.runs)
             finished_before = sum(r.finished for r in store.runs())
-            recovered, unusable = _fill_from_folders(store, folder)
+            recovered, rewritten, unusable = _fill_from_folders(store, folder)
             pending = tuple(r.run_id for r in store.runs() if not r.finished)
         return RepairReport(study_dir=str(folder), store=state, moved_to=moved, spec_source=source,
-                            runs=len(expansion.runs), finished_before=finished_before,
-                            recovered=recovered, pending=pending, unusable=unusable)
+                            runs=len(expansion.runs), finished_before=finished_before, recovered=recovered,
+                            rewritten=rewritten, pending=pending, unusable=unusable)
 
 
 def prepare_text(text: str, *, source: str):
@@ -103,8 +109,9 @@ def _diagnose(path: Path) -> tuple[str, dict]:
             for run in store.runs(in_spec=None):
                 store.curves(run.run_id)
             store.results(in_spec=None)
-            return "intact", {"spec_text": store.spec_text(), "spec_source": f"{path} (the spec it recorded)"}
-    except (UserError, sqlite3.Error) as exc:
+            return "intact", {"spec_text": store.spec_text(), "spec_source": f"{path} (the spec it recorded)",
+                              "name": store.name}
+    except (UserError, sqlite3.Error, UnicodeDecodeError) as exc:
         return f"damaged ({str(exc).split('; `depthwidth study repair')[0]})", _salvage(path)
 
 
@@ -114,13 +121,13 @@ def _salvage(path: Path) -> dict:
     out: dict = {}
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         return out
     try:
         row = conn.execute("SELECT value FROM meta WHERE key = 'spec_text'").fetchone()
         if row and isinstance(row[0], str) and row[0].strip():
             out["spec_text"], out["spec_source"] = row[0], f"{path} (the spec it recorded, salvaged)"
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         pass
     out["runs"] = _salvage_runs(conn)
     conn.close()
@@ -141,22 +148,30 @@ def _salvage_runs(conn: sqlite3.Connection) -> list[dict]:
             if isinstance(config, dict) and kind in ("train", "bench") and isinstance(run_id, str):
                 rows.append({"run_id": run_id, "kind": kind, "group": str(group), "shape_label": str(label),
                              "lr": lr, "seed": seed, "lr_trials": trials, "config": config})
-    except sqlite3.Error:
+    except (sqlite3.Error, UnicodeDecodeError):
         pass  # the rows read before the damage are kept
     return rows
 
 
-def _spec_text(folder: Path, *, spec: str | Path | None, salvaged: dict) -> tuple[str, str]:
+def _expansion(folder: Path, *, spec: str | Path | None, salvaged: dict):
+    """(The expansion of the study's spec, where it came from): `spec` when given, else the first of the
+    store's recorded spec and the folder's spec.toml that is a valid spec (a store's copy may be damaged)."""
     if spec is not None:
-        return read_text(spec, what="study spec"), str(spec)
-    if salvaged.get("spec_text"):
-        return salvaged["spec_text"], salvaged["spec_source"]
-    copy = folder / SPEC_FILE
-    if copy.is_file():
-        return read_text(copy, what="study spec"), str(copy)
-    raise UserError(f"{folder}: no spec to rebuild the study from (the store has none and there is no "
-                    f"{SPEC_FILE}); give the spec the study was run with: depthwidth study repair {folder} "
-                    "--spec SPEC")
+        return prepare_text(read_text(spec, what="study spec"), source=str(spec)), str(spec)
+    candidates = [(salvaged["spec_text"], salvaged["spec_source"])] if salvaged.get("spec_text") else []
+    if (folder / SPEC_FILE).is_file():
+        candidates.append((read_text(folder / SPEC_FILE, what="study spec"), str(folder / SPEC_FILE)))
+    if not candidates:
+        raise UserError(f"{folder}: no spec to rebuild the study from (the store has none and there is no "
+                        f"{SPEC_FILE}); give the spec the study was run with: depthwidth study repair {folder} "
+                        "--spec SPEC")
+    for i, (text, source) in enumerate(candidates):
+        try:
+            return prepare_text(text, source=source), source
+        except UserError:
+            if i == len(candidates) - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _move_aside(path: Path) -> str:
@@ -175,29 +190,50 @@ def _move_aside(path: Path) -> str:
 
 
 # ---- the run folders -----------------------------------------------------------------------------
-def _fill_from_folders(store: Store, folder: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """Record the verified outcome of every unfinished run whose folder holds one; (recovered run ids,
-    (folder, why) of each folder that could not be used)."""
+def _fill_from_folders(store: Store, folder: Path) -> tuple[tuple[str, ...], tuple[str, ...], tuple]:
+    """Record the verified outcome of every run whose folder holds one and whose stored outcome is missing
+    or differs from it; (recovered run ids, rewritten run ids, (folder, why) of each unusable folder)."""
     runs = {r.run_id[:16]: r for r in store.runs(in_spec=None)}
-    recovered, unusable = [], []
+    recovered, rewritten, unusable = [], [], []
     root = folder / RUNS_FOLDER
     for sub in sorted(root.iterdir()) if root.is_dir() else ():
-        name = f"{RUNS_FOLDER}/{sub.name}"
-        run = runs.get(sub.name)
-        if run is None:
-            if (sub / RESULT).exists():
-                unusable.append((name, "a finished run that belongs to no run of the spec or the store"))
+        name, run = f"{RUNS_FOLDER}/{sub.name}", runs.get(sub.name)
+        if not (sub / RESULT).exists():
             continue
-        if run.finished or not (sub / RESULT).exists():
+        if run is None:
+            unusable.append((name, "a finished run that belongs to no run of the spec or the store"))
             continue
         try:
             status, result, curve = _outcome(run, sub)
         except UserError as exc:
             unusable.append((name, str(exc)))
             continue
-        store.record_finished(run.run_id, status=status, result=result, curve=curve, wall_seconds=None)
-        recovered.append(run.run_id)
-    return tuple(recovered), tuple(unusable)
+        if run.finished and _stored_as(store, run, status=status, result=result, curve=curve):
+            continue
+        store.record_finished(run.run_id, status=status, result=result, curve=curve, wall_seconds=run.wall_seconds)
+        (rewritten if run.finished else recovered).append(run.run_id)
+    return tuple(recovered), tuple(rewritten), tuple(unusable)
+
+
+def _stored_as(store: Store, run, *, status: str, result: dict, curve: list[dict]) -> bool:
+    """Whether the store holds exactly this outcome of `run` (its status, result, headline columns and
+    curve; compared as JSON text, so a NaN equals a NaN)."""
+    stored = store.result(run.run_id)
+    if stored is None or run.status != status:
+        return False
+    points = [{k: getattr(p, k) for k in CURVE_KEYS} | p.extra for p in store.curves(run.run_id)]
+    return _json(stored.data) == _json(result) and _json(points) == _json([_as_stored(p, CURVE_KEYS) for p in curve]) \
+        and _json({k: getattr(stored, k) for k in RESULT_KEYS}) == _json(_as_stored(result, RESULT_KEYS, only=True))
+
+
+def _as_stored(point: dict, columns: tuple[str, ...], *, only: bool = False) -> dict:
+    """A curve point or result as the store's columns read it back: every column present, NaN as NULL."""
+    out = {k: None if isinstance(point.get(k), float) and point[k] != point[k] else point.get(k) for k in columns}
+    return out if only else out | {k: v for k, v in point.items() if k not in columns}
+
+
+def _json(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _outcome(run, sub: Path) -> tuple[str, dict, list[dict]]:

@@ -48,6 +48,7 @@ from depthwidth.study.records import (
 
 SCHEMA_VERSION = 2  # 2: training runs in run format 2 (TrainConfig's dict); 1 is upgraded on open
 STORE_FILE = "study.sqlite"
+TABLES = ("meta", "runs", "curves", "results", "attempts")
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -299,21 +300,31 @@ class Store:
 
     # ---- internals -------------------------------------------------------------------------------
     def _check_intact(self) -> None:
-        """SQLite's quick check of every page (random bytes written into the file are found here, not
-        in the middle of a report); a UserError naming the file and the repair when it fails."""
-        try:
-            problems = [row[0] for row in self._conn.execute("PRAGMA quick_check(3)")]
-        except sqlite3.DatabaseError as exc:
-            raise damaged(self.path, f"SQLite cannot read it ({exc})") from None
+        """SQLite's quick check of every page, then a read of each table's schema (random bytes written
+        into the file are found here, not in the middle of a report); a UserError naming the file and
+        the repair when either fails. A table that is not there is left to the version check."""
+        problems = [row[0] for row in self._read("PRAGMA quick_check(3)")]
         if problems != ["ok"]:
             found = " ".join(" ".join(map(str, problems)).split())
             raise damaged(self.path, f"SQLite finds it damaged ({found[:200]})")
+        for table in TABLES:
+            self._read(f"SELECT * FROM {table} LIMIT 0", missing_ok=True)
+
+    def _read(self, sql: str, *, missing_ok: bool = False) -> list:
+        try:
+            return self._conn.execute(sql).fetchall()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may carry the file's bytes
+            if missing_ok and "no such table" in str(exc):
+                return []
+            raise damaged(self.path, f"SQLite cannot read it ({type(exc).__name__}: {exc})") from None
 
     def _meta(self, key: str) -> str | None:
         try:
             row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         except sqlite3.OperationalError:
             return None
+        if row is not None and not isinstance(row[0], str):
+            raise damaged(self.path, f"its recorded {key} is {type(row[0]).__name__}, not text")
         return None if row is None else row[0]
 
     @contextmanager
@@ -335,8 +346,8 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
-    except sqlite3.DatabaseError as exc:
-        raise damaged(path, f"it is not a readable SQLite database ({exc})") from None
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may carry the file's bytes
+        raise damaged(path, f"it is not a readable SQLite database ({type(exc).__name__}: {exc})") from None
     return conn
 
 

@@ -23,6 +23,7 @@ import json
 import os
 import pickle
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,9 @@ def load_checkpoint(path: Path, *, device: torch.device) -> dict[str, Any]:
     with open(path, "rb") as fh:
         zipped = fh.read(4) == ZIP_MAGIC
     try:
-        payload = torch.load(path, map_location=device, weights_only=True, mmap=zipped)
+        with warnings.catch_warnings():  # torch's advice about an odd file: the file is judged below instead
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location=device, weights_only=True, mmap=zipped)
     except pickle.UnpicklingError as exc:  # weights_only met a Python object: never retry without it
         why = re.search(r"WeightsUnpickler error: ([^.]*)", str(exc))
         raise UserError(f"checkpoint {path} holds Python objects that a weights-only load refuses"
