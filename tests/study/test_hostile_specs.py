@@ -120,3 +120,16 @@ def test_the_ray_timeout_setting_is_checked(monkeypatch, value):
     monkeypatch.setenv(ray_executor.TIMEOUT_ENV, value)
     with pytest.raises(UserError, match="DEPTHWIDTH_RAY_TIMEOUT="):
         ray_executor.connect_timeout()
+
+
+def test_a_failed_run_stores_the_first_line_of_its_error(monkeypatch):
+    from depthwidth.study import jobs
+
+    def crash(job, *, progress):  # a kernel error followed by pages of C++ frames
+        raise RuntimeError("could not allocate 4 PB\nframe #0: c10::alloc\nframe #1: at::empty\n" * 50)
+
+    monkeypatch.setattr(jobs, "_train", crash)
+    outcome = jobs.execute(jobs.Job(run_id="r", kind="train", config={}, run_dir="unused"))
+    assert outcome.status == "failed"
+    assert outcome.error.startswith("RuntimeError: could not allocate 4 PB (at test_hostile_specs.py:")
+    assert "\n" not in outcome.error and "frame" not in outcome.error

@@ -226,17 +226,22 @@ class Transformer(nn.Module):
 
 
 def state_shapes(shape: Shape) -> dict[str, tuple[int, ...]]:
-    """Name -> size of every tensor of `Transformer(shape).state_dict()`, allocating nothing: a model of
-    one block is built on the meta device and its block's entries repeated for each layer (so a shape
-    claiming 10^4 layers costs a dict, not a model)."""
+    """Name -> size of every tensor of `Transformer(shape).state_dict()`, allocating nothing: one block and
+    the final norm are built on the meta device (their entries repeated for each layer, so a shape claiming
+    10^4 layers costs a dict, not a model); the embedding tables and the head, whose initialisation on the
+    meta device costs seconds, are written down (`tests` check all of it against the real module)."""
     with torch.device("meta"):
-        one = Transformer(shape.with_(n_layers=1))
-    out: dict[str, tuple[int, ...]] = {}
-    for name, tensor in one.state_dict().items():
-        if name.startswith("blocks.0."):
-            out.update((f"blocks.{i}.{name[9:]}", tuple(tensor.shape)) for i in range(shape.n_layers))
-        else:
-            out[name] = tuple(tensor.shape)
+        block = Block(shape, attn_impl="sdpa", dropout=0.0)
+        final = make_norm(shape) if shape.final_norm else None
+    out: dict[str, tuple[int, ...]] = {"embed.weight": (shape.vocab_size, shape.d_model)}
+    if shape.pos == "learned":
+        out["pos_embed.weight"] = (shape.max_seq_len, shape.d_model)
+    items = list(block.state_dict().items())
+    for i in range(shape.n_layers):
+        out.update((f"blocks.{i}.{name}", tuple(t.shape)) for name, t in items)
+    out.update((f"final_norm.{name}", tuple(t.shape)) for name, t in (final.state_dict().items() if final else ()))
+    if shape.lm_head and not shape.tie_embeddings:
+        out["head.weight"] = (shape.vocab_size, shape.d_model)
     return out
 
 
