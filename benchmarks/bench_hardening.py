@@ -5,7 +5,7 @@
    the weights of d_model 16). Each is loaded by `load_checkpoint_model` in a fresh process: the time
    from the call to the refusal, and the process's peak resident memory (torch's import included).
    Targets: refused in under 1 s, peak memory under 1 GiB.
-2. A finished tiny study (2 shapes x 2 learning rates, 24 steps, 2 benchmarks) whose study.sqlite is
+2. A finished study of examples/tiny.toml (2 shapes x 2 learning rates, 2 benchmarks) whose study.sqlite is
    overwritten with random bytes after its first page: `depthwidth study repair` must give back exactly
    the stored losses, curves and benchmark results of before (and how long it takes is printed).
 
@@ -40,37 +40,7 @@ except UserError as exc:
 print(json.dumps({"seconds": time.perf_counter() - start, "outcome": outcome}))
 """
 TARGET_SECONDS, TARGET_BYTES = 1.0, 1024**3
-SPEC = """name = "bench-repair"
-hardware = "cpu"
-[data]
-corpus = "{corpus}"
-seq_len = 32
-batch_size = 8
-[train]
-steps = 24
-warmup = 2
-checkpoint_every = 4
-[eval]
-every = 8
-windows = 4
-[lr]
-grid = [1e-3, 4e-3]
-[bench]
-prompt_lens = [16]
-contexts = [16]
-batches = [1]
-repeat = 2
-[execution]
-threads = 1
-[[shape]]
-n_layers = 1
-d_model = 32
-n_heads = 2
-[[shape]]
-n_layers = 4
-d_model = 16
-n_heads = 2
-"""
+SPEC = Path(__file__).resolve().parents[1] / "examples" / "tiny.toml"
 
 
 def write_checkpoint(path: Path, **claims) -> None:
@@ -127,13 +97,7 @@ def stored(folder: Path) -> dict:
 
 
 def repair(root: Path) -> bool:
-    from pydoc_data.topics import topics
-
-    corpus = root / "corpus.txt"
-    corpus.write_text("".join(topics[k] for k in sorted(topics))[:60_000])
-    spec = root / "spec.toml"
-    spec.write_text(SPEC.format(corpus=corpus))
-    study = root / "study"
+    spec, study = SPEC, root / "study"
     env = {**os.environ, "DEPTHWIDTH_CACHE": str(root / "cache")}
     subprocess.run([sys.executable, "-m", "depthwidth", "study", "run", str(spec), "--dir", str(study), "--json"],
                    check=True, env=env, stdout=subprocess.DEVNULL)

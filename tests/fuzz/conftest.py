@@ -291,7 +291,8 @@ def fuzz_paths(tmp_path_factory, fuzz_env):
                                                   "vocab_size": 256}))
     spec = root / "spec.toml"
     spec.write_text(f'name = "fz"\nhardware = "cpu"\n[data]\ncorpus = "{text}"\nseq_len = 16\nbatch_size = 4\n'
-                    '[train]\nsteps = 2\n[eval]\nevery = 1\nwindows = 2\n[lr]\ngrid = [1e-3]\n[bench]\nenabled = false\n'
+                    '[train]\nsteps = 2\n[eval]\nevery = 1\nwindows = 2\n[lr]\ngrid = [1e-3]\n'
+                    '[bench]\nenabled = false\n'
                     '[[shape]]\nn_layers = 1\nd_model = 16\nn_heads = 2\n')
     run_study(spec, study_dir=root / "study")  # a real tiny study, before the stand-ins are in place
     return {"text": str(text), "empty": str(root / "empty.txt"), "binary": str(root / "binary.bin"),

@@ -31,7 +31,8 @@ def test_machine_imports_only_stdlib_errors_shapes_and_torch_in_functions():
         for name in _imports(path):
             parts = name.split(".")
             if parts[0] == "depthwidth":
-                assert len(parts) > 1 and parts[1] in ("errors", "files", "shapes", "machine"), f"{path.name} imports {name}"
+                allowed = ("errors", "files", "shapes", "machine")
+                assert len(parts) > 1 and parts[1] in allowed, f"{path.name} imports {name}"
                 assert parts[1] not in ABOVE
         assert "torch" not in {n.split(".")[0] for n in _imports(path, top_level_only=True)}, path.name
 

@@ -153,5 +153,6 @@ def result_record(row: sqlite3.Row) -> ResultRecord:
                         data=stored_json(row, "result"))
 
 
-__all__ = ["CURVE_KEYS", "FINISHED", "REPAIR_HINT", "RESULT_KEYS", "STATUSES", "CurvePoint", "ResultRecord", "RunRecord",
+__all__ = ["CURVE_KEYS", "FINISHED", "REPAIR_HINT", "RESULT_KEYS", "STATUSES", "CurvePoint", "ResultRecord",
+           "RunRecord",
            "check_numbers", "check_texts", "curve_point", "damaged_row", "result_record", "run_record", "stored_json"]

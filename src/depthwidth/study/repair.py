@@ -25,13 +25,14 @@ the next `study run` runs them (a training run resumes from its checkpoint). The
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from depthwidth.errors import UserError
 from depthwidth.files import read_text
-from depthwidth.study.jobs import RUNS_FOLDER, merge_curve, run_dir
+from depthwidth.study.jobs import RUNS_FOLDER, merge_curve
 from depthwidth.study.records import CURVE_KEYS, FINISHED, RESULT_KEYS
 from depthwidth.study.run_config import config_hash, train_run_config
 from depthwidth.study.runner import SPEC_FILE, StudyLock, prepare
@@ -228,7 +229,7 @@ def _stored_as(store: Store, run, *, status: str, result: dict, curve: list[dict
 
 def _as_stored(point: dict, columns: tuple[str, ...], *, only: bool = False) -> dict:
     """A curve point or result as the store's columns read it back: every column present, NaN as NULL."""
-    out = {k: None if isinstance(point.get(k), float) and point[k] != point[k] else point.get(k) for k in columns}
+    out = {k: None if isinstance(point.get(k), float) and math.isnan(point[k]) else point.get(k) for k in columns}
     return out if only else out | {k: v for k, v in point.items() if k not in columns}
 
 
