@@ -141,3 +141,10 @@ def test_plan_kv_group_with_given_widths_drops_what_does_not_split(capsys):
 ])
 def test_control_characters_of_the_input_are_escaped_in_the_one_line(capsys, argv, shown):
     assert shown in one_line_error(capsys, argv)
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_a_device_as_training_data_is_never_read(capsys, device):
+    assert one_line_error(capsys, ["train", "--data", device, "--shape", "L1-H8-A1", "--steps", "1"]) == \
+        f"depthwidth train: error: data {device} is neither a regular file nor a folder; give a text file or a " \
+        "folder of them"

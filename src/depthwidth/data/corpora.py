@@ -182,6 +182,8 @@ def path_slice(path: Path, *, name: str = "text") -> tuple[CorpusSlice, tuple[st
         if not text.strip():
             raise UserError(f"data file {path} is empty")
         return CorpusSlice(name=name, kind="text", documents=(Document(name=path.name, text=text),)), ()
+    if not path.is_dir():  # a device or a pipe (/dev/zero never ends): never read
+        raise UserError(f"data {path} is neither a regular file nor a folder; give a text file or a folder of them")
     docs, skipped = [], []
     for dirpath, dirnames, filenames in os.walk(path):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
