@@ -298,4 +298,5 @@ def fuzz_paths(tmp_path_factory, fuzz_env):
     return {"text": str(text), "empty": str(root / "empty.txt"), "binary": str(root / "binary.bin"),
             "folder": str(root / "folder"), "empty_dir": str(root / "empty_dir"), "config": str(root / "config.json"),
             "spec": str(spec), "study": str(root / "study"), "missing": str(root / "missing"),
-            "below_file": f"{text}/sub", "devnull": "/dev/null", "devzero": "/dev/zero", "profile_json": str(root / "missing.json")}
+            "below_file": f"{text}/sub", "devnull": "/dev/null", "devzero": "/dev/zero",
+            "profile_json": str(root / "missing.json")}
