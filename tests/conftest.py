@@ -10,3 +10,22 @@ torch.set_num_threads(1)
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path_factory.getbasetemp() / "depthwidth-cache"))
+
+
+@pytest.fixture
+def cli_error(capsys):
+    """`cli_error(argv)`: run `depthwidth ARGV` in this process, assert exit 2 with exactly one line on
+    stderr and no traceback, and return that line (a usage error's SystemExit included)."""
+    from depthwidth import cli
+
+    def run(argv: list[str]) -> str:
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:  # a usage error: argparse exits (the `depthwidth` script's status)
+            code = exc.code
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert len(err.splitlines()) == 1 and err.endswith("\n") and "Traceback" not in err, err
+        return err.strip()
+
+    return run

@@ -13,36 +13,23 @@ import pytest
 from depthwidth import cli
 
 
-def one_line_error(capsys, argv: list[str]) -> str:
-    """Run the CLI; assert exit 2 and exactly one line on stderr, no traceback; return that line."""
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:  # a usage error: argparse exits (the `depthwidth` script's status)
-        code = exc.code
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert len(err.splitlines()) == 1 and err.endswith("\n"), err
-    assert "Traceback" not in err
-    return err.strip()
-
-
 @pytest.mark.parametrize("model_type", [["llama"], {"name": "llama"}, 7])
 @pytest.mark.parametrize("command", [["calc"], ["train", "--steps", "1"], ["bench"]])
-def test_hf_model_type_of_the_wrong_type(tmp_path, capsys, model_type, command):
+def test_hf_model_type_of_the_wrong_type(tmp_path, cli_error, model_type, command):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": model_type, "num_hidden_layers": 2}))
-    err = one_line_error(capsys, [*command, "--hf", str(path)])
+    err = cli_error([*command, "--hf", str(path)])
     assert f"{path}: field 'model_type' = {model_type!r} must be a string" in err
     assert "supported model types: gpt2, gpt_neox, llama, mistral, qwen2" in err
 
 
-def test_train_out_below_a_file_and_cache_dir_a_file(tmp_path, capsys):
+def test_train_out_below_a_file_and_cache_dir_a_file(tmp_path, cli_error):
     file = tmp_path / "file.txt"
     file.write_text("not a folder")
     base = ["train", "--shape", "L1-H8-A1", "--steps", "1", "--seq-len", "8", "--batch-size", "2"]
-    assert one_line_error(capsys, [*base, "--out", f"{file}/sub"]) == \
+    assert cli_error([*base, "--out", f"{file}/sub"]) == \
         f"depthwidth train: error: {file}/sub: Not a directory"
-    err = one_line_error(capsys, [*base, "--cache-dir", str(file)])
+    err = cli_error([*base, "--cache-dir", str(file)])
     assert err.startswith(f"depthwidth train: error: {file}") and "Not a directory" in err
 
 
@@ -55,14 +42,14 @@ def test_train_out_below_a_file_and_cache_dir_a_file(tmp_path, capsys):
      "`depthwidth study repair DIR`)"),
     (sqlite3.OperationalError("database is locked"), "study store: OperationalError: database is locked"),
 ])
-def test_every_os_and_sqlite_error_is_one_line(monkeypatch, capsys, exc, line):
+def test_every_os_and_sqlite_error_is_one_line(monkeypatch, cli_error, exc, line):
     import depthwidth.cli.calc as calc
 
     def boom(args):
         raise exc
 
     monkeypatch.setattr(calc, "run", boom)
-    assert one_line_error(capsys, ["calc", "--preset", "gpt2-small"]).startswith(f"depthwidth calc: error: {line}")
+    assert cli_error(["calc", "--preset", "gpt2-small"]).startswith(f"depthwidth calc: error: {line}")
 
 
 @pytest.mark.parametrize("exc", [sqlite3.ProgrammingError("Cannot operate on a closed database."),
@@ -78,8 +65,8 @@ def test_a_misuse_of_sqlite_is_still_a_bug(monkeypatch, capsys, exc):
     assert capsys.readouterr().err.startswith("Traceback (most recent call last):")
 
 
-def test_unknown_command_is_one_line(capsys):
-    err = one_line_error(capsys, ["nosuchcommand"])
+def test_unknown_command_is_one_line(cli_error):
+    err = cli_error(["nosuchcommand"])
     assert err.startswith("depthwidth: error: argument COMMAND: invalid choice: 'nosuchcommand'")
     assert "usage:" not in err
 
@@ -90,8 +77,8 @@ def test_unknown_command_is_one_line(capsys):
     (["train", "--lr", "-1e-3", "--steps", "1"], "--lr: lr=-0.001 must be a finite number > 0"),
     (["calc", "--preset", "gpt2-small", "--batch", "-4"], "argument --batch: -4 must be a positive integer"),
 ])
-def test_negative_numbers_reach_their_flag(capsys, argv, line):
-    err = one_line_error(capsys, argv)
+def test_negative_numbers_reach_their_flag(cli_error, argv, line):
+    err = cli_error(argv)
     assert line in err and "expected one argument" not in err
 
 
@@ -104,14 +91,14 @@ def test_negative_numbers_reach_their_flag(capsys, argv, line):
     (["calc", "--preset", "llama-2-7b", "--rope-theta", "1e15"],
      "rope_theta=1000000000000000.0 is above the limit of 1e+12"),
 ])
-def test_infinity_and_overflow_are_refused_when_parsed(capsys, argv, line):
-    assert line in one_line_error(capsys, argv)
+def test_infinity_and_overflow_are_refused_when_parsed(cli_error, argv, line):
+    assert line in cli_error(argv)
 
 
-def test_hf_config_that_is_not_a_regular_file(capsys, tmp_path):
-    assert one_line_error(capsys, ["calc", "--hf", "/dev/null"]) == \
+def test_hf_config_that_is_not_a_regular_file(cli_error, tmp_path):
+    assert cli_error(["calc", "--hf", "/dev/null"]) == \
         "depthwidth calc: error: /dev/null: not a regular file; expected a config file"
-    assert one_line_error(capsys, ["calc", "--hf", str(tmp_path / "none.json")]) == \
+    assert cli_error(["calc", "--hf", str(tmp_path / "none.json")]) == \
         f"depthwidth calc: error: {tmp_path / 'none.json'}: no such config file"
 
 
@@ -139,12 +126,12 @@ def test_plan_kv_group_with_given_widths_drops_what_does_not_split(capsys):
     (["calc", "--hf", "a\nb.json"], "a\\nb.json: no such config file"),
     (["calc", "--preset", "gpt2\u202esmall"], "gpt2\\u202esmall"),
 ])
-def test_control_characters_of_the_input_are_escaped_in_the_one_line(capsys, argv, shown):
-    assert shown in one_line_error(capsys, argv)
+def test_control_characters_of_the_input_are_escaped_in_the_one_line(cli_error, argv, shown):
+    assert shown in cli_error(argv)
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
-def test_a_device_as_training_data_is_never_read(capsys, device):
-    assert one_line_error(capsys, ["train", "--data", device, "--shape", "L1-H8-A1", "--steps", "1"]) == \
+def test_a_device_as_training_data_is_never_read(cli_error, device):
+    assert cli_error(["train", "--data", device, "--shape", "L1-H8-A1", "--steps", "1"]) == \
         f"depthwidth train: error: data {device} is neither a regular file nor a folder; give a text file or a " \
         "folder of them"

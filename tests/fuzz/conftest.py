@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -170,6 +171,16 @@ def check_clean(category: str, argv: list[str], result: Result | None = None) ->
     return result
 
 
+def snapshot(folder) -> dict[str, str]:
+    """sha256 of every file under `folder`: the study's data. Left out are SQLite's transient -wal/-shm
+    files and study.lock, which holds the pid of the last process that took the lock."""
+    from pathlib import Path
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(folder).rglob("*"))
+            if p.is_file() and not p.name.endswith(("-wal", "-shm")) and p.name != "study.lock"}
+
+
 def pytest_terminal_summary(terminalreporter):
     if not TALLY:
         return
@@ -271,7 +282,7 @@ def harness():
     """The harness's functions for the test modules (test folders are not packages)."""
     import types
 
-    return types.SimpleNamespace(run=run_cli, check=check_clean, fuzz=fuzz, Accepted=Accepted)
+    return types.SimpleNamespace(run=run_cli, check=check_clean, fuzz=fuzz, snapshot=snapshot, Accepted=Accepted)
 
 
 @pytest.fixture(scope="session")

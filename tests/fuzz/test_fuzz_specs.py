@@ -6,12 +6,10 @@ it was pointed at exactly as it was."""
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
@@ -120,13 +118,6 @@ def mutated_specs(draw, corpus: str) -> str:
     return text
 
 
-def snapshot(folder: Path) -> dict[str, str]:
-    """sha256 of every file under `folder`: the study's data. Left out are SQLite's transient -wal/-shm
-    files and study.lock, which holds the pid of the last process that took the lock."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.name.endswith(("-wal", "-shm")) and p.name != "study.lock"}
-
-
 def test_mutated_specs(harness, fuzz_paths, driver_stand_in, tmp_path_factory, profile):
     root = tmp_path_factory.mktemp("fuzz-specs")
     counter = iter(range(10**9))
@@ -138,10 +129,10 @@ def test_mutated_specs(harness, fuzz_paths, driver_stand_in, tmp_path_factory, p
         harness.check("specs", ["study", "validate", str(spec)])
         study = root / f"study{n}"
         shutil.copytree(fuzz_paths["study"], study)
-        before = snapshot(study)
+        before = harness.snapshot(study)
         result = harness.check("specs", ["study", "run", str(spec), "--dir", str(study)])
         if result.code == 2:
-            assert snapshot(study) == before, f"a refused study run changed {study}: {result.stderr}"
+            assert harness.snapshot(study) == before, f"a refused study run changed {study}: {result.stderr}"
         shutil.rmtree(study)
 
     harness.fuzz(mutated_specs(fuzz_paths["text"]), check, profile=profile, scale=2)

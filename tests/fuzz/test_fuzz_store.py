@@ -6,7 +6,6 @@ study had."""
 
 from __future__ import annotations
 
-import hashlib
 import random
 import shutil
 import sqlite3
@@ -68,11 +67,6 @@ def damage(path: Path, how: tuple) -> None:
     path.write_bytes(bytes(data))
 
 
-def snapshot(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.name.endswith(("-wal", "-shm")) and p.name != "study.lock"}
-
-
 def losses(folder: Path) -> dict:
     from depthwidth.study import Store
 
@@ -89,11 +83,11 @@ def test_damaged_stores(harness, fuzz_paths, stand_ins, driver_stand_in, tmp_pat
         study = root / f"s{next(counter)}"
         shutil.copytree(fuzz_paths["study"], study, ignore=shutil.ignore_patterns("tokens", "report"))
         damage(study / "study.sqlite", how)
-        state = snapshot(study)
+        state = harness.snapshot(study)
         for argv in (["study", "status", str(study)], ["study", "show", str(study)], ["recommend", str(study)],
                      ["report", str(study), "-o", str(root / "report")], ["study", "show", str(study), "0"]):
             harness.check("store", argv)
-            assert snapshot(study) == state, f"{' '.join(argv)} changed the study folder after {how}"
+            assert harness.snapshot(study) == state, f"{' '.join(argv)} changed the study folder after {how}"
         harness.check("store", ["study", "run", fuzz_paths["spec"], "--dir", str(study)])
         repaired = harness.check("store", ["study", "repair", str(study)])
         assert repaired.code == 0, f"repair refused after {how}: {repaired.stderr}"

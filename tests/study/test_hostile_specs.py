@@ -7,7 +7,6 @@ import socket
 
 import pytest
 
-from depthwidth.cli import main
 from depthwidth.errors import UserError
 from depthwidth.study.executors import ray as ray_executor
 
@@ -36,37 +35,30 @@ def write_spec(tmp_path, corpus, **values) -> str:
     return str(path)
 
 
-def one_line(capsys, argv) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err.strip()
-
-
-def test_a_context_longer_than_the_validation_split_is_refused_by_validate(tmp_path, tiny_corpus, capsys):
+def test_a_context_longer_than_the_validation_split_is_refused_by_validate(tmp_path, tiny_corpus, cli_error):
     # the 60 KB corpus holds one training batch of 50,000 tokens, but its validation tail has about 6,000
     spec = write_spec(tmp_path, tiny_corpus, seq_len=50000, batch_size=1)
-    err = one_line(capsys, ["study", "validate", spec])
+    err = cli_error(["study", "validate", spec])
     assert err.startswith(f"depthwidth study: error: {spec}:5: data.seq_len: slice 'text' has ")
     assert "val tokens, fewer than seq_len + 1 = 50001; raise val_fraction or lower seq_len" in err
 
 
-def test_warmup_past_the_steps_is_refused_by_validate(tmp_path, tiny_corpus, capsys):
+def test_warmup_past_the_steps_is_refused_by_validate(tmp_path, tiny_corpus, cli_error):
     spec = write_spec(tmp_path, tiny_corpus, warmup=20)
-    assert one_line(capsys, ["study", "validate", spec]) == \
+    assert cli_error(["study", "validate", spec]) == \
         f"depthwidth study: error: {spec}:9: train.warmup: warmup=20 must be fewer than the 10 training steps"
 
 
-def test_steps_beyond_any_run_are_refused_by_validate(tmp_path, tiny_corpus, capsys):
+def test_steps_beyond_any_run_are_refused_by_validate(tmp_path, tiny_corpus, cli_error):
     spec = write_spec(tmp_path, tiny_corpus, steps=99999999999999999999)
-    assert one_line(capsys, ["study", "validate", spec]) == (
+    assert cli_error(["study", "validate", spec]) == (
         f"depthwidth study: error: {spec}:8: train.steps: steps=~10^20 is above the limit of 1,000,000,000 "
         "(a billion optimizer steps; the longest published runs take a few million)")
 
 
-def test_a_width_beyond_any_model_is_refused_by_validate(tmp_path, tiny_corpus, capsys):
+def test_a_width_beyond_any_model_is_refused_by_validate(tmp_path, tiny_corpus, cli_error):
     spec = write_spec(tmp_path, tiny_corpus, d_model=10**30)
-    assert one_line(capsys, ["study", "validate", spec]) == (
+    assert cli_error(["study", "validate", spec]) == (
         f"depthwidth study: error: {spec}:12: shape[0]: d_model=~10^30 is above the limit of 131,072 "
         "(7x the widest published model (18432))")
 
@@ -76,21 +68,21 @@ def test_a_width_beyond_any_model_is_refused_by_validate(tmp_path, tiny_corpus, 
     ("name = 'x'\nseeds = " + "[" * 3000 + "]" * 3000 + "\n", "not readable TOML (RecursionError"),
     ("name = 'x'\n[train\n", "not valid TOML: "),
 ])
-def test_unreadable_toml_is_one_line(tmp_path, capsys, text, message):
+def test_unreadable_toml_is_one_line(tmp_path, cli_error, text, message):
     path = tmp_path / "s.toml"
     path.write_text(text)
-    assert message in one_line(capsys, ["study", "validate", str(path)])
+    assert message in cli_error(["study", "validate", str(path)])
 
 
 @pytest.mark.parametrize("address, message", [
     ("nosuch:1", "--address nosuch:1: host 'nosuch' does not resolve"),
     ("nosuch", "--address 'nosuch': expected HOST:PORT (such as 10.0.0.1:6379), ray://HOST:PORT or auto"),
 ])
-def test_a_ray_address_that_cannot_answer_is_one_line_and_touches_nothing(tmp_path, tiny_corpus, capsys, address,
+def test_a_ray_address_that_cannot_answer_is_one_line_and_touches_nothing(tmp_path, tiny_corpus, cli_error, address,
                                                                           message):
     pytest.importorskip("ray")
     spec, folder = write_spec(tmp_path, tiny_corpus), tmp_path / "study"
-    err = one_line(capsys, ["study", "run", spec, "--dir", str(folder), "--executor", "ray", "--address", address])
+    err = cli_error(["study", "run", spec, "--dir", str(folder), "--executor", "ray", "--address", address])
     assert message in err and not folder.exists()
 
 

@@ -32,13 +32,6 @@ def bench_results(folder) -> dict:
         return {r.run_id: r.data for r in store.results(kind="bench")}
 
 
-def one_line(capsys, argv) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
-
-
 def _random_bytes_inside(path, *, seed: int) -> None:
     data = bytearray(path.read_bytes())
     rng = random.Random(seed)
@@ -47,13 +40,13 @@ def _random_bytes_inside(path, *, seed: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_random_bytes_inside_the_store_are_one_line_then_repaired_to_the_same_losses(study, reference, numbers,
-                                                                                    capsys):
+def test_random_bytes_inside_the_store_are_one_line_then_repaired_to_the_same_losses(study, reference, numbers, capsys,
+                                                                                    cli_error):
     before, bench_before = numbers(reference.dir), bench_results(reference.dir)
     _random_bytes_inside(study / STORE_FILE, seed=1)
     for argv in (["study", "status", str(study)], ["report", str(study), "-o", str(study / "r")],
                  ["study", "run", str(reference.spec), "--dir", str(study)]):
-        err = one_line(capsys, argv)
+        err = cli_error(argv)
         assert f"{study / STORE_FILE}: not a readable study store: SQLite finds it damaged" in err
         assert f"`depthwidth study repair {study}` rebuilds the store" in err
     assert main(["study", "repair", str(study), "--json"]) == 0
@@ -65,13 +58,13 @@ def test_random_bytes_inside_the_store_are_one_line_then_repaired_to_the_same_lo
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty", "missing"])
-def test_a_truncated_empty_or_missing_store_is_rebuilt(study, reference, numbers, capsys, damage):
+def test_a_truncated_empty_or_missing_store_is_rebuilt(study, reference, numbers, cli_error, damage):
     path = study / STORE_FILE
     if damage == "truncated":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     elif damage == "empty":
         path.write_bytes(b"")
-        assert "not a readable study store: it is empty (0 bytes)" in one_line(capsys, ["study", "status", str(study)])
+        assert "not a readable study store: it is empty (0 bytes)" in cli_error(["study", "status", str(study)])
     else:
         path.unlink()
     report = repair_study(study)
@@ -80,21 +73,21 @@ def test_a_truncated_empty_or_missing_store_is_rebuilt(study, reference, numbers
     assert len(report.recovered) == 6 and numbers(study) == numbers(reference.dir)
 
 
-def test_an_empty_store_reports_no_schema_version_never_none(tmp_path, capsys):
+def test_an_empty_store_reports_no_schema_version_never_none(tmp_path, cli_error):
     sqlite3.connect(tmp_path / STORE_FILE).execute("CREATE TABLE meta (key TEXT, value TEXT)").connection.commit()
-    err = one_line(capsys, ["study", "status", str(tmp_path)])
+    err = cli_error(["study", "status", str(tmp_path)])
     assert "it records no schema version (not a depthwidth study, or a damaged one)" in err
     assert "schema version None" not in err
 
 
-def test_a_hand_broken_run_config_names_the_run_and_is_repaired(study, reference, numbers, capsys):
+def test_a_hand_broken_run_config_names_the_run_and_is_repaired(study, reference, numbers, cli_error):
     with Store.open(study) as store:
         run_id = store.runs(kind="train")[1].run_id
     con = sqlite3.connect(study / STORE_FILE)
     con.execute("UPDATE runs SET config = ? WHERE run_id = ?", ('{"shape": {"n_layers": 1', run_id))
     con.commit()
     con.close()
-    err = one_line(capsys, ["study", "show", str(study)])
+    err = cli_error(["study", "show", str(study)])
     assert f"study store: run {run_id[:16]}: its stored config is not valid JSON" in err
     report = repair_study(study)
     assert report.store.startswith("damaged (study store: run ") and len(report.recovered) == 6
@@ -102,20 +95,20 @@ def test_a_hand_broken_run_config_names_the_run_and_is_repaired(study, reference
 
 
 @pytest.mark.parametrize("value", ["[1, 2]", '"text"', "17"])
-def test_a_results_row_of_the_wrong_json_type_is_one_line(study, capsys, value):
+def test_a_results_row_of_the_wrong_json_type_is_one_line(study, cli_error, value):
     con = sqlite3.connect(study / STORE_FILE)
     con.execute("UPDATE results SET result = ?", (value,))
     con.commit()
     con.close()
-    assert "its stored result is" in one_line(capsys, ["study", "status", str(study)])
+    assert "its stored result is" in cli_error(["study", "status", str(study)])
 
 
-def test_a_results_column_of_the_wrong_type_is_one_line(study, capsys):
+def test_a_results_column_of_the_wrong_type_is_one_line(study, cli_error):
     con = sqlite3.connect(study / STORE_FILE)
     con.execute("UPDATE results SET val_loss = 'low'")
     con.commit()
     con.close()
-    assert "its stored val_loss is 'low', not a number" in one_line(capsys, ["study", "status", str(study)])
+    assert "its stored val_loss is 'low', not a number" in cli_error(["study", "status", str(study)])
 
 
 def test_a_folder_holding_another_runs_result_is_not_used(study):
@@ -129,10 +122,10 @@ def test_a_folder_holding_another_runs_result_is_not_used(study):
                                                   "settings differ)"),)
 
 
-def test_without_a_spec_the_repair_asks_for_one(study, reference, capsys):
+def test_without_a_spec_the_repair_asks_for_one(study, reference, cli_error):
     (study / STORE_FILE).unlink()
     (study / SPEC_FILE).unlink()
-    err = one_line(capsys, ["study", "repair", str(study)])
+    err = cli_error(["study", "repair", str(study)])
     assert f"give the spec the study was run with: depthwidth study repair {study} --spec SPEC" in err
     assert len(repair_study(study, spec=reference.spec).recovered) == 6
 
@@ -180,13 +173,13 @@ def test_a_hand_edited_loss_is_restored_from_the_run_folder(study, reference, nu
     assert numbers(study) == numbers(reference.dir)
 
 
-def test_a_schema_whose_text_is_not_utf8_is_one_line_and_repaired(study, reference, numbers, capsys):
+def test_a_schema_whose_text_is_not_utf8_is_one_line_and_repaired(study, reference, numbers, cli_error):
     path = study / STORE_FILE
     data = bytearray(path.read_bytes())
     at = data.find(b"CREATE TABLE runs")
     data[at + 20:at + 24] = b"\xa9" * 4  # SQLite's own message then carries bytes Python cannot decode
     path.write_bytes(bytes(data))
-    err = one_line(capsys, ["study", "status", str(study)])
+    err = cli_error(["study", "status", str(study)])
     assert "not a readable study store: SQLite cannot read it (UnicodeDecodeError: " in err
     assert len(repair_study(study).recovered) == 6 and numbers(study) == numbers(reference.dir)
 
@@ -196,18 +189,18 @@ def test_a_schema_whose_text_is_not_utf8_is_one_line_and_repaired(study, referen
     ("UPDATE runs SET shape_label = x'07' WHERE rowid = 1", "its stored shape_label is b'\\x07', not text"),
     ("UPDATE runs SET grp = x'00' WHERE rowid = 2", "its stored grp is b'\\x00', not text"),
 ])
-def test_a_stored_value_of_the_wrong_type_is_one_line_and_repaired(study, reference, numbers, capsys, sql, message):
+def test_a_stored_value_of_the_wrong_type_is_one_line_and_repaired(study, reference, numbers, cli_error, sql, message):
     con = sqlite3.connect(study / STORE_FILE)
     con.execute(sql)
     con.commit()
     con.close()
-    assert message in one_line(capsys, ["study", "status", str(study)])
+    assert message in cli_error(["study", "status", str(study)])
     repair_study(study)
     assert numbers(study) == numbers(reference.dir)
     assert main(["study", "status", str(study)]) == 0
 
 
-def test_a_folder_that_is_no_study_is_refused_and_left_alone(tmp_path, capsys):
+def test_a_folder_that_is_no_study_is_refused_and_left_alone(tmp_path, cli_error):
     assert "not a study folder (it holds no study.sqlite, spec.toml or runs/)" in \
-        one_line(capsys, ["study", "repair", str(tmp_path)])
+        cli_error(["study", "repair", str(tmp_path)])
     assert list(tmp_path.iterdir()) == []  # not even a lock file

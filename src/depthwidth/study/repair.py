@@ -247,7 +247,8 @@ def _outcome(run, sub: Path) -> tuple[str, dict, list[dict]]:
         return "completed", data, []
     try:
         config = TrainConfig.from_dict(data["config"])
-        rebuilt = train_run_config(shape=data["shape"], corpus_hash=data["corpus_hash"], config=config)
+        rebuilt = train_run_config(shape=data["shape"], corpus_hash=data["corpus_hash"], config=config,
+                                   init_hash=run.config.get("init_hash"))  # a run from an init_from folder
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"its {RESULT} is not a training result ({type(exc).__name__}: {exc})") from None
     if config_hash(rebuilt) != run.run_id:
