@@ -224,12 +224,16 @@ STAND_INS = (
 def stand_ins():
     import importlib
 
+    modules = {}
+    for module, _, _ in STAND_INS:  # import every module first: one imported while another is patched
+        try:                        # would keep the stand-in it imported by name, after the undo
+            modules[module] = importlib.import_module(module)
+        except ImportError:  # an optional part that is not there
+            continue
     patch = pytest.MonkeyPatch()
     for module, name, fake in STAND_INS:
-        try:
-            patch.setattr(importlib.import_module(module), name, fake)
-        except (ImportError, AttributeError):  # an optional part that is not there
-            continue
+        if module in modules and hasattr(modules[module], name):
+            patch.setattr(modules[module], name, fake)
     yield
     patch.undo()
 
