@@ -25,7 +25,6 @@ from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
 from depthwidth.study.spec import StudySpec, load_spec
 from depthwidth.study.store import FINISHED, Store
-from depthwidth.train.checkpoint import write_text
 
 LOCK_FILE = "study.lock"
 SPEC_FILE = "spec.toml"  # a copy of the spec last run in the folder (what `study repair` falls back on)
@@ -187,6 +186,8 @@ def run_study(
     with StudyLock(folder), Store.create(folder, name=spec.name, spec=spec.to_dict(), spec_text=spec.text,
                                          source=spec.source) as store:
         new = store.sync_runs(r.to_row() for r in expansion.runs)
+        from depthwidth.train.checkpoint import write_text  # (torch: only when a study runs)
+
         write_text(folder / SPEC_FILE, spec.text)
         stored = {r.run_id: r for r in store.runs()}
         todo = [r for r in _ordered(expansion.runs) if not stored[r.run_id].finished]
