@@ -15,7 +15,8 @@ from typing import Any
 
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_int
-from depthwidth.shapes.families import Family, plan_family, tp_problem
+from depthwidth.shapes.families import Family, plan_family
+from depthwidth.shapes.lint import tp_problem
 from depthwidth.shapes.hardware import HardwareSpec, get_hardware
 from depthwidth.shapes.latency import LatencyBreakdown, predict_decode, predict_prefill
 from depthwidth.shapes.lint import Finding, lint

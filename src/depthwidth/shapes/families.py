@@ -24,7 +24,7 @@ from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_int, check_one_budget
 from depthwidth.shapes.family_types import DroppedShape, Family, FamilyMember, human  # re-exported
 from depthwidth.shapes.flops import flops
-from depthwidth.shapes.lint import lint
+from depthwidth.shapes.lint import tp_problem
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape, default_d_ff
 
@@ -83,17 +83,6 @@ def _shape(base: Shape, *, n_layers: int, d_model: int, head_dim: int) -> Shape:
     data = {**base.to_dict(), "n_layers": n_layers, "d_model": d_model, "n_heads": n_heads,
             "n_kv_heads": n_kv, "head_dim": head_dim, "d_ff": d_ff}
     return Shape(**data)
-
-
-def tp_problem(shape: Shape, tp: int) -> str | None:
-    """Why tensor parallelism over `tp` ranks cannot split `shape` (lint rule DW003, vocabulary aside:
-    frameworks pad it), or None."""
-    if tp == 1:
-        return None
-    for finding in lint(shape, tp=tp):
-        if finding.code == "DW003" and finding.field != "vocab_size":
-            return finding.message
-    return None
 
 
 def _solve_depth(budget: _Budget, base: Shape, *, d_model: int, head_dim: int, pp: int,
@@ -404,4 +393,4 @@ def _infeasible(search: _Search, *, explicit: bool) -> str:
             f"[{lo_a:g}, {hi_a:g}]; widen the aspect range or change the budget")
 
 
-__all__ = ["DroppedShape", "Family", "FamilyMember", "human", "iso_curve", "plan_family", "tp_problem"]
+__all__ = ["DroppedShape", "Family", "FamilyMember", "human", "iso_curve", "plan_family"]

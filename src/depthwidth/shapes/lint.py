@@ -174,4 +174,15 @@ def _head_fix(s: Shape) -> str:
     return f"use a d_model that 64 divides, e.g. {_round_up(s.d_model, 64)}, with head_dim 64"
 
 
-__all__ = ["Finding", "lint"]
+def tp_problem(shape: Shape, tp: int) -> str | None:
+    """Why tensor parallelism over `tp` ranks cannot split `shape` (lint rule DW003, vocabulary aside:
+    frameworks pad it), or None."""
+    if tp == 1:
+        return None
+    for finding in lint(shape, tp=tp):
+        if finding.code == "DW003" and finding.field != "vocab_size":
+            return finding.message
+    return None
+
+
+__all__ = ["Finding", "lint", "tp_problem"]
