@@ -25,6 +25,8 @@ SAMPLE = dict(
     warmup=3, schedule="linear", beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.05, decay_embeddings=True,
     grad_clip=0.5, dropout=0.1, dtype="bf16", device="cpu", threads=1, attn_impl="eager", seed=7, eval_every=5,
     eval_windows=3, checkpoint_every=10, diverge_factor=3.0, peak_flops=1e12,
+    parametrization="completep", base_width=64, base_depth=2, deterministic=True, compile=True,
+    allow_slow_dtype=True, nproc=2, parallel="fsdp", tp=2,
 )
 WANT = TrainConfig(**SAMPLE)
 

@@ -33,6 +33,7 @@ from depthwidth.train.config import TrainConfig
 HELP = "train a shape with the fair, resumable protocol and measure loss, speed, MFU and memory"
 #: help sections of the derived flags, by the `group` of each TrainConfig field
 GROUPS = {"data": "data", "budget": "budget (one of)", "optimizer": "optimizer and schedule",
+          "parametrization": "parametrization (how init and learning rates scale with width and depth)",
           "execution": "execution", "measurement": "measurement and bookkeeping"}
 
 

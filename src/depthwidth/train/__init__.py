@@ -16,10 +16,10 @@ _EXPORTS = {
     "TrainProgress": "depthwidth.train.result",
     "TrainResult": "depthwidth.train.result",
     "lr_at": "depthwidth.train.config",
-    "make_optimizer": "depthwidth.train.loop",
-    "param_groups": "depthwidth.train.loop",
+    "make_optimizer": "depthwidth.train.optim",
+    "param_groups": "depthwidth.train.optim",
     "position_buckets": "depthwidth.train.evaluate",
-    "resolve_device": "depthwidth.train.loop",
+    "resolve_device": "depthwidth.train.setup",
     "train": "depthwidth.train.loop",
 }
 

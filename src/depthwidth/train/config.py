@@ -17,11 +17,13 @@ from depthwidth.data.specs import check_fractions, parse_tokenizer_spec
 from depthwidth.model.kernels import ATTN_IMPLS
 from depthwidth.shapes.activations import FLOAT_DTYPES
 from depthwidth.shapes.checks import check_int, check_number
+from depthwidth.shapes.parametrization import PARAMETRIZATIONS
 from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS
 
 SCHEDULES = ("cosine", "linear", "constant")
 DTYPES = FLOAT_DTYPES  # fp16 is refused on CPU by the trainer
-DEVICES = ("auto", "cpu", "cuda")
+DEVICES = ("auto", "cpu", "cuda")  # and "cuda:N" for the N-th GPU
+PARALLEL = ("ddp", "fsdp")
 #: Upper bounds of what a run may ask for, each far above any real run, so that a typo (steps =
 #: 99999999999999999999) is refused when the config is made, not after days of training. Largest
 #: published runs, 2024-2025: about 4e13 training tokens, a few million optimizer steps, batches of a
@@ -37,6 +39,10 @@ LIMITS = {
     "eval_every": (10**9, "the most steps a run may have"),
     "checkpoint_every": (10**9, "the most steps a run may have"),
     "threads": (1 << 12, "more threads than any machine has cores"),
+    "nproc": (1 << 16, "more processes than the largest published training runs used"),
+    "tp": (1 << 10, "more tensor-parallel ranks than any published run used"),
+    "base_width": (SHAPE_LIMITS["d_model"][0], "the widest d_model a Shape may have"),
+    "base_depth": (SHAPE_LIMITS["n_layers"][0], "the deepest stack a Shape may have"),
 }
 
 
@@ -87,9 +93,26 @@ class TrainConfig:
     grad_clip: float = setting(1.0, "max gradient norm, 0 = no clipping (the norm is still recorded)",
                                group="optimizer")
     dropout: float = setting(0.0, "dropout probability", group="optimizer")
+    # parametrization: how init, learning rates and multipliers scale with width and depth
+    parametrization: str = setting("sp", "sp (standard), mup (width), completep (width and depth, alpha=1) or "
+                                   "depth-mup (alpha=1/2)", group="parametrization", choices=PARAMETRIZATIONS)
+    base_width: int | None = setting(None, "d_model at which the parametrization equals SP (default: the "
+                                     "shape's own)", group="parametrization", metavar="H")
+    base_depth: int | None = setting(None, "n_layers at which the parametrization equals SP (default: the "
+                                     "shape's own)", group="parametrization", metavar="L")
     # numerics and execution
     dtype: str = setting("fp32", "fp32, or bf16 autocast; fp16 is CUDA only", group="execution", choices=DTYPES)
-    device: str = setting("auto", "auto: cuda if available, else cpu", group="execution", choices=DEVICES)
+    device: str = setting("auto", "auto (cuda if available, else cpu), cpu, cuda or cuda:N", group="execution",
+                          metavar="DEVICE")
+    deterministic: bool = setting(False, "CUDA: deterministic kernels (CPU runs are always deterministic)",
+                                  group="execution")
+    compile: bool | None = setting(None, "torch.compile the model (default: on for CUDA, off on CPU)",
+                                   group="execution")
+    allow_slow_dtype: bool = setting(False, "train in a dtype this device only emulates", group="execution")
+    nproc: int = setting(1, "processes of one run (data parallel or sharded)", group="execution", metavar="N")
+    parallel: str = setting("ddp", "how the nproc processes share the model", group="execution", choices=PARALLEL)
+    tp: int = setting(1, "tensor-parallel ranks (DTensor) among the nproc processes", group="execution",
+                      metavar="T")
     threads: int | None = setting(None, "CPU threads (default: torch's current setting, recorded)", group="execution")
     attn_impl: str = setting("sdpa", "attention kernel", group="execution", choices=ATTN_IMPLS)
     seed: int = setting(0, "initialisation, dropout and batch order", group="execution")
@@ -140,12 +163,23 @@ class TrainConfig:
             check_int(name, getattr(self, name), 0, *LIMITS[name])
         if self.warmup >= self.total_steps and self.warmup:
             raise UserError(f"warmup={self.warmup} must be fewer than the {self.total_steps} training steps")
-        for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("device", DEVICES),
-                              ("attn_impl", ATTN_IMPLS)):
+        for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("attn_impl", ATTN_IMPLS),
+                              ("parametrization", PARAMETRIZATIONS), ("parallel", PARALLEL)):
             if getattr(self, name) not in allowed:
                 raise UserError(f"{name}={getattr(self, name)!r} is not allowed; expected one of {', '.join(allowed)}")
-        if not isinstance(self.decay_embeddings, bool):
-            raise UserError(f"decay_embeddings={self.decay_embeddings!r} must be true or false")
+        check_device(self.device)
+        for name in ("decay_embeddings", "deterministic", "allow_slow_dtype"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
+        if self.compile is not None and not isinstance(self.compile, bool):
+            raise UserError(f"compile={self.compile!r} must be true or false (or unset: on for CUDA, off on CPU)")
+        for name in ("nproc", "tp"):
+            check_int(name, getattr(self, name), 1, *LIMITS[name])
+        if self.nproc % self.tp:
+            raise UserError(f"tp={self.tp} must divide nproc={self.nproc}")
+        for name in ("base_width", "base_depth"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1, *LIMITS[name])
         if self.threads is not None:
             check_int("threads", self.threads, 1, *LIMITS["threads"])
         check_int("seed", self.seed, 0)
@@ -201,23 +235,35 @@ class TrainConfig:
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
 
+def check_device(device: Any) -> None:
+    """`auto`, `cpu`, `cuda` or `cuda:N` (N a GPU index); anything else is a UserError."""
+    if isinstance(device, str):
+        kind, _, index = device.partition(":")
+        if device in DEVICES or (kind == "cuda" and index.isdigit() and str(int(index)) == index):
+            return
+    raise UserError(f"device={device!r} is not allowed; expected auto, cpu, cuda or cuda:N (N the GPU index)")
+
+
 #: Fields added after runs were stored: left out of a run's identity (`config_hash`, a study's run id)
-#: while unset, so every earlier run keeps its hash. `init_from` names a folder; the trainer and the
-#: study add that folder's content hash (`depthwidth.hf.weights.content_hash`) to the identity.
-OMITTED_WHEN_UNSET = ("init_from",)
+#: while at their default, so every earlier run keeps its hash. `init_from` names a folder; the trainer
+#: and the study add that folder's content hash (`depthwidth.hf.weights.content_hash`) to the identity.
+OMITTED_AT_DEFAULT = ("init_from", "parametrization", "base_width", "base_depth", "compile", "deterministic",
+                      "nproc", "parallel", "tp")
+_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 
 def identity_dict(config: TrainConfig) -> dict[str, Any]:
-    """`config.to_dict()` without the `OMITTED_WHEN_UNSET` fields that are None."""
-    return {k: v for k, v in config.to_dict().items() if not (k in OMITTED_WHEN_UNSET and v is None)}
+    """`config.to_dict()` without the `OMITTED_AT_DEFAULT` fields that are at their default."""
+    return {k: v for k, v in config.to_dict().items() if not (k in OMITTED_AT_DEFAULT and v == _DEFAULTS[k])}
 
 
-#: Fields that may differ between a run and its resumption.
-NON_NUMERIC_FIELDS = ("cache_dir", "checkpoint_every", "peak_flops")
+#: Fields that may differ between a run and its resumption. `allow_slow_dtype` only permits a slow run.
+NON_NUMERIC_FIELDS = ("cache_dir", "checkpoint_every", "peak_flops", "allow_slow_dtype")
 #: Fields set by whoever executes a run (a study's executor) rather than by what the run is: a study's
 #: run identity leaves them out. `threads` changes float summation order on CPU, so a run resumed on
-#: another thread count is still refused by the trainer.
-EXECUTION_FIELDS = (*NON_NUMERIC_FIELDS, "threads")
+#: another thread count is still refused by the trainer; so do `nproc`, `parallel` and `tp` (how many
+#: processes share one run and how), which change only the order of float sums.
+EXECUTION_FIELDS = (*NON_NUMERIC_FIELDS, "threads", "nproc", "parallel", "tp")
 
 
 def lr_at(config: TrainConfig, step: int) -> float:

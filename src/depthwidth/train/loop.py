@@ -24,11 +24,10 @@ from typing import Callable
 
 import torch
 
-from depthwidth.errors import UserError
 from depthwidth.data.batches import BatchStream, gather_windows
 from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.data.probes import parse_probe_spec, probe_test_set
-from depthwidth.machine import cache_dir as machine_cache_dir, check_fits, peak_flops
+from depthwidth.machine import cache_dir as machine_cache_dir, peak_flops
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
@@ -39,82 +38,10 @@ from depthwidth.train.evaluate import evaluate, position_buckets
 from depthwidth.train.init_from import check_resumed_init, read_init
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
 from depthwidth.train.probe_eval import probe_accuracy
+from depthwidth.train.optim import make_optimizer
 from depthwidth.train.result import TrainProgress, TrainResult
 from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
-
-#: Parameters whose names end like this are embeddings (not decayed unless decay_embeddings).
-EMBEDDING_PARAMS = ("embed.weight", "pos_embed.weight")
-
-
-def resolve_device(config: TrainConfig) -> torch.device:
-    if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("device='cuda' but no CUDA device is available; use device='cpu' or 'auto'")
-    return torch.device(config.device)
-
-
-def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device: torch.device) -> None:
-    if config.dtype == "fp16":
-        if device.type == "cpu":
-            raise UserError("dtype='fp16' is refused on CPU (about 1 GFLOP/s there); use dtype='bf16' or 'fp32'")
-        raise UserError("dtype='fp16' needs loss scaling, which this trainer does not do; use dtype='bf16'")
-    if config.seq_len > shape.max_seq_len:
-        raise UserError(
-            f"seq_len={config.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len} "
-            f"({'learned position table' if shape.pos == 'learned' else 'position limit'}); "
-            "raise max_seq_len or lower seq_len"
-        )
-    if not shape.lm_head or shape.kind != "decoder":
-        raise UserError(f"kind={shape.kind!r}, lm_head={shape.lm_head}: training needs a decoder with an LM head")
-    check_fits(16 * count_params(shape).total, device=device,
-               what=f"training {shape.label()} (fp32 weights, gradients and two AdamW moments)")
-    if shape.vocab_size < dataset.vocab_size:
-        raise UserError(
-            f"vocab_size={shape.vocab_size} of the shape is smaller than tokenizer {dataset.tokenizer.spec!r}'s "
-            f"vocabulary of {dataset.vocab_size}"
-        )
-    for name in ("corpus", "tokenizer", "val_fraction", "test_fraction"):
-        mine = {"corpus": dataset.corpus_spec, "tokenizer": dataset.tokenizer.spec,
-                "val_fraction": dataset.val_fraction, "test_fraction": dataset.test_fraction}[name]
-        if mine != getattr(config, name):
-            raise UserError(f"the dataset given has {name}={mine!r} but the config says {getattr(config, name)!r}")
-
-
-def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
-    """Matrices decay; norms, biases (1-D) and embeddings (unless decay_embeddings) do not."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        is_embedding = name in EMBEDDING_PARAMS
-        (decay if p.dim() >= 2 and (config.decay_embeddings or not is_embedding) else no_decay).append(p)
-    return [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(param_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
-                             eps=config.eps, foreach=True)
-
-
-@contextlib.contextmanager
-def execution_settings(config: TrainConfig, device: torch.device):
-    """Fix threads and request deterministic kernels for the run; restore both afterwards."""
-    threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
-    if device.type == "cpu":
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        # Deterministic mode also fills every new empty tensor with NaN (a debugging aid that cost
-        # 2-3% of a step in bench_train.py); correct kernels never read it, so it stays off.
-        torch.utils.deterministic.fill_uninitialized_memory = False
-    try:
-        yield torch.get_num_threads()
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(det, warn_only=warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = fill
-
+from depthwidth.train.setup import check_compatible, execution_settings, resolve_device
 
 def train(
     shape: Shape,

@@ -1,0 +1,71 @@
+"""Before a run starts: the device it runs on, whether the shape, config and data fit together, and
+the process settings (threads, deterministic kernels) it runs under."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from depthwidth.data.dataset import Dataset
+from depthwidth.errors import UserError
+from depthwidth.machine import check_fits
+from depthwidth.shapes.params import count_params
+from depthwidth.shapes.shape import Shape
+from depthwidth.train.config import TrainConfig
+
+
+def resolve_device(config: TrainConfig) -> torch.device:
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("device='cuda' but no CUDA device is available; use device='cpu' or 'auto'")
+    return torch.device(config.device)
+
+
+def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device: torch.device) -> None:
+    if config.dtype == "fp16":
+        if device.type == "cpu":
+            raise UserError("dtype='fp16' is refused on CPU (about 1 GFLOP/s there); use dtype='bf16' or 'fp32'")
+        raise UserError("dtype='fp16' needs loss scaling, which this trainer does not do; use dtype='bf16'")
+    if config.seq_len > shape.max_seq_len:
+        raise UserError(
+            f"seq_len={config.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len} "
+            f"({'learned position table' if shape.pos == 'learned' else 'position limit'}); "
+            "raise max_seq_len or lower seq_len"
+        )
+    if not shape.lm_head or shape.kind != "decoder":
+        raise UserError(f"kind={shape.kind!r}, lm_head={shape.lm_head}: training needs a decoder with an LM head")
+    check_fits(16 * count_params(shape).total, device=device,
+               what=f"training {shape.label()} (fp32 weights, gradients and two AdamW moments)")
+    if shape.vocab_size < dataset.vocab_size:
+        raise UserError(
+            f"vocab_size={shape.vocab_size} of the shape is smaller than tokenizer {dataset.tokenizer.spec!r}'s "
+            f"vocabulary of {dataset.vocab_size}"
+        )
+    for name in ("corpus", "tokenizer", "val_fraction", "test_fraction"):
+        mine = {"corpus": dataset.corpus_spec, "tokenizer": dataset.tokenizer.spec,
+                "val_fraction": dataset.val_fraction, "test_fraction": dataset.test_fraction}[name]
+        if mine != getattr(config, name):
+            raise UserError(f"the dataset given has {name}={mine!r} but the config says {getattr(config, name)!r}")
+
+
+@contextlib.contextmanager
+def execution_settings(config: TrainConfig, device: torch.device):
+    """Fix threads and request deterministic kernels for the run; restore both afterwards."""
+    threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    if device.type == "cpu":
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        # Deterministic mode also fills every new empty tensor with NaN (a debugging aid that cost
+        # 2-3% of a step in bench_train.py); correct kernels never read it, so it stays off.
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
