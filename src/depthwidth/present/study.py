@@ -44,12 +44,22 @@ SHAPE_COLUMNS: tuple[tuple[str, Callable], ...] = (
     ("d/L", lambda r: f"{r.aspect_ratio:.3g}"),
     ("LRs", lambda r: str(r.lr_trials)),
     ("best lr", lambda r: or_dash(r.best_lr, ".3g")),
+    ("lr search", lambda r: _lr_how(r)),
     ("val loss", lambda r: or_dash(r.val_loss, ".4f")),
     ("tok/s", lambda r: or_dash(r.tokens_per_s)),
     ("MFU", lambda r: or_dash(r.mfu, percent)),
     ("prefill ms", lambda r: _latency(r.measured_prefill_ms, r.bench_predicted_prefill_ms)),
     ("decode ms", lambda r: _latency(r.measured_decode_ms, r.bench_predicted_decode_ms)),
 )
+
+
+def _lr_how(r) -> str:
+    """How a shape's learning rate was found: 'bracketed', 'edge: high', 'from L2-H64-A8'."""
+    if r.lr_mode == "transfer" and r.lr_transfer_from != r.shape_label:
+        return f"from {r.lr_transfer_from}"
+    if r.lr_edge:
+        return f"edge: {r.lr_edge}"
+    return "bracketed" if r.lr_bracketed else "-"
 
 
 def shapes_table(summary):
@@ -59,6 +69,8 @@ def shapes_table(summary):
     from rich.table import Table
 
     skip = {"d/L", "LRs"} | ({"group"} if len({r.group for r in summary.rows}) <= 1 else set())
+    if all(r.lr_mode == "grid" for r in summary.rows):
+        skip.add("lr search")
     columns = [c for c in SHAPE_COLUMNS if c[0] not in skip]
     table = Table(title="shapes (best learning rate each; batch-1 latency in ms: measured (predicted); decode per "
                         "token)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
@@ -160,12 +172,17 @@ def print_run(console, run, result, curve, errors) -> None:
 def print_validation(console, expansion) -> None:
     """A validated spec (`study validate`): its runs and, per budget group, its shapes and planner notes."""
     spec = expansion.spec
-    console.print(f"{spec.source}: study {spec.name!r} is valid: {len(expansion.train_runs)} training runs "
-                  f"({spec.lr.trials} learning rates x {len(spec.seeds)} seed(s) per shape) and "
-                  f"{len(expansion.bench_runs)} benchmarks", markup=False)
+    adaptive = any(m.kind != "grid" for m in expansion.modes.values())
+    runs = (f"{len(expansion.train_runs)} training runs to start with (the learning-rate search adds the rest)"
+            if adaptive else f"{len(expansion.train_runs)} training runs ({spec.lr.trials} learning rates x "
+                             f"{len(spec.seeds)} seed(s) per shape)")
+    console.print(f"{spec.source}: study {spec.name!r} is valid: {runs} and {len(expansion.bench_runs)} benchmarks",
+                  markup=False)
     for group in expansion.groups:
         console.print(f"  group {group.label!r}: {integer(group.tokens)} tokens per run; shapes "
                       + ", ".join(s.label() for s in group.shapes), markup=False)
+        if group.label in expansion.modes:
+            console.print(f"    learning rate: {expansion.modes[group.label].describe()}", markup=False)
         for note in group.notes:
             console.print(f"    planner: {note}", markup=False)
 

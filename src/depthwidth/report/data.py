@@ -73,6 +73,7 @@ def _run_summary(run, result) -> RunSummary:
 def _protocol(spec, runs, results, summary) -> Protocol:
     """The protocol as the typed spec states it and the stored runs hold it (run configs read through
     `depthwidth.study.run_config`)."""
+    from depthwidth.study.lr_plan import stored_modes
     from depthwidth.study.run_config import run_data, run_tokens
 
     lr = spec.lr
@@ -81,12 +82,16 @@ def _protocol(spec, runs, results, summary) -> Protocol:
     else:
         grid = (f"centred per width: {lr.centre:.3g} x (width {lr.reference_width} / d_model)"
                 f"^{lr.exponent:g} x [{', '.join(f'{f:g}' for f in lr.factors)}]")
+    if lr.search == "bracket":
+        grid = (f"search from {grid.removesuffix(' for every shape')}, extended x{lr.step or 'grid ratio'} "
+                f"beyond an edge and refined, {lr.max_trials} trials per shape at most")
     train_runs = [r for r in runs if r.kind == "train"]
     done = [results[r.run_id] for r in train_runs if r.run_id in results]
     tokens_by_group: dict[str, int] = {}
     for r in train_runs:
         tokens_by_group.setdefault(r.group, run_tokens(r.config))
     fairness = summary.fairness
+    modes = stored_modes(spec, runs)
     return Protocol(
         corpus=spec.data.corpus,
         corpus_hashes=tuple(sorted({r.corpus_hash for r in done if r.corpus_hash}
@@ -96,6 +101,8 @@ def _protocol(spec, runs, results, summary) -> Protocol:
         lr_trials=tuple(sorted({r.lr_trials for r in train_runs if r.lr_trials is not None})),
         seeds=spec.seeds, batch_stream_hashes=tuple(sorted({r.batch_stream_hash for r in done if r.batch_stream_hash})),
         hardware=spec.hardware, fair=fairness.fair, warnings=tuple(f.message for f in fairness.findings),
+        parametrizations={g: m.parametrization for g, m in modes.items()},
+        lr_search={g: m.describe() for g, m in modes.items()},
     )
 
 

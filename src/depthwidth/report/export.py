@@ -53,6 +53,10 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
         sp.plot_pareto_throughput(s, out),
     ]
     notes: list[str] = []
+    lr = sp.plot_lr(s, out)
+    figures.append(lr)
+    if lr is None:
+        notes.append("lr: no learning-rate trials to plot")
     trade_hw = report.hardware
     if trade_hw == MEASURED:  # the profile the study's benches predicted with, else the table's CPU row
         from depthwidth.shapes.hardware import HardwareSpec
@@ -132,7 +136,8 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
     tokens = ", ".join(f"{g}: {v:,}" for g, v in p.tokens_by_group.items() if v is not None)
     for k, v in (("corpus", f"{p.corpus} (hash {', '.join(p.corpus_hashes) or '-'})"), ("tokenizer", p.tokenizer),
                  ("sequence length / batch", f"{p.seq_len} / {p.batch_size}"), ("training tokens per run", tokens),
-                 ("learning-rate grid", p.lr_grid), ("LR trials per shape", ", ".join(map(str, p.lr_trials))),
+                 ("parametrization", p.parametrization_text()), ("learning-rate grid", p.lr_grid),
+                 ("learning-rate search", p.lr_search_text()), ("LR trials per shape", ", ".join(map(str, p.lr_trials))),
                  ("seeds", ", ".join(map(str, p.seeds))), ("batch-stream hashes", ", ".join(p.batch_stream_hashes)),
                  ("fair", "yes" if p.fair else "NO")):
         lines.append(f"- **{k}**: {_md_escape(v)}")

@@ -60,13 +60,29 @@ class Protocol:
     hardware: str
     fair: bool = True
     warnings: tuple[str, ...] = ()
+    parametrizations: dict[str, str] = field(default_factory=dict)  # group -> TrainConfig.parametrization
+    lr_search: dict[str, str] = field(default_factory=dict)  # group -> how its learning rates were chosen
+
+    def parametrization_text(self) -> str:
+        """'sp' when every group shares one, else 'N500K-sp: sp; N500K-completep: completep'."""
+        values = set(self.parametrizations.values())
+        if len(values) <= 1:
+            return next(iter(values), "sp")
+        return "; ".join(f"{g}: {p}" for g, p in self.parametrizations.items())
+
+    def lr_search_text(self) -> str:
+        values = set(self.lr_search.values())
+        if len(values) <= 1:
+            return next(iter(values), "-")
+        return "; ".join(f"{g}: {d}" for g, d in self.lr_search.items())
 
     def to_dict(self) -> dict[str, Any]:
         return {"corpus": self.corpus, "corpus_hashes": list(self.corpus_hashes), "tokenizer": self.tokenizer,
                 "seq_len": self.seq_len, "batch_size": self.batch_size, "tokens_by_group": dict(self.tokens_by_group),
                 "lr_grid": self.lr_grid, "lr_trials": list(self.lr_trials), "seeds": list(self.seeds),
                 "batch_stream_hashes": list(self.batch_stream_hashes), "hardware": self.hardware, "fair": self.fair,
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), "parametrizations": dict(self.parametrizations),
+                "lr_search": dict(self.lr_search)}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

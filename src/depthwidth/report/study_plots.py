@@ -4,6 +4,9 @@
 - basin: validation loss against d_model/n_layers at fixed budget, one line per scale (Kaplan et al.
   2020, figure 5: a wide flat basin);
 - curves: validation loss against training tokens, one line per shape and seed;
+- lr: validation loss against learning rate, one line per shape and a panel per budget group: the
+  chosen LR starred, the interpolated optimum ticked, the lowest and highest LR tried boxed (a star in
+  a box is a best LR at the edge of what was tried), diverged trials as crosses at the top;
 - pareto_latency / pareto_throughput: loss against batch-1 decode latency on the target hardware and
   against training tokens/s, Pareto-best shapes joined (`shapes.evaluate.pareto_front`);
 - slices: loss per evaluation slice and shape;
@@ -130,6 +133,53 @@ def plot_curves(study: StudyData, out: Path) -> Figure | None:
     return _save(fig, out, "curves", "Loss curves",
                  "Validation loss (solid, at each evaluation) and smoothed training loss (dashed) against tokens, "
                  "at each shape's selected learning rate; one line per seed.")
+
+
+def plot_lr(study: StudyData, out: Path) -> Figure | None:
+    groups = [g for g in study.groups  # (a panel needs one finite loss: the crosses have no y of their own)
+              if any(v is not None for r in study.results if r.group == g for v in r.lr_losses.values())]
+    if not groups:
+        return None
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(groups), figsize=(7.6 * len(groups), 4.9), squeeze=False)
+    cmap = plt.get_cmap("viridis")
+    for ax, g in zip(axes[0], groups):
+        rows = sorted((r for r in study.results if r.group == g and r.lr_losses), key=lambda r: r.n_layers)
+        top = ax.get_xaxis_transform()  # x in data, y in axes fractions
+        for i, r in enumerate(rows):
+            color = cmap(0.85 * i / max(1, len(rows) - 1))
+            pts = [(lr, v) for lr, v in r.lr_losses.items() if v is not None]
+            bad = [lr for lr, v in r.lr_losses.items() if v is None]
+            transferred = r.lr_mode == "transfer" and r.lr_transfer_from not in (None, r.shape_label)
+            label = f"{r.shape_label}" + (f" (LR from {r.lr_transfer_from})" if transferred else "")
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, lw=1.5,
+                        marker="D" if transferred else "o", ms=4, label=label)
+                ends = [pts[0], pts[-1]] if len(pts) > 1 else []
+                ax.scatter([p[0] for p in ends], [p[1] for p in ends], marker="s", s=90, facecolors="none",
+                           edgecolors=color, linewidths=1.2, zorder=4)
+            if bad:
+                ax.scatter(bad, [0.96] * len(bad), marker="x", color=color, s=40, transform=top, zorder=4)
+            if r.best_lr is not None and r.lr_losses.get(r.best_lr) is not None:
+                ax.scatter([r.best_lr], [r.lr_losses[r.best_lr]], marker="*", s=200, color=color, edgecolor="k",
+                           zorder=5)
+            if r.lr_optimum is not None and not transferred:
+                ax.plot([r.lr_optimum] * 2, [0.0, 0.07], color=color, lw=2, transform=top)
+        ax.scatter([], [], marker="*", s=120, color="0.5", edgecolor="k", label="chosen LR")
+        ax.scatter([], [], marker="s", s=70, facecolors="none", edgecolors="0.4", label="lowest / highest LR tried")
+        ax.plot([], [], color="0.4", lw=2, label="interpolated optimum (tick)")
+        ax.scatter([], [], marker="x", color="0.4", label="diverged or failed")
+        ax.set_xscale("log")
+        plain_log_ticks(ax)
+        ax.set_xlabel("peak learning rate (log scale)")
+        ax.set_ylabel("validation loss (nats/token), mean over seeds")
+        ax.set_title(f"{g}: loss against learning rate")
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
+    return _save(fig, out, "lr", "Loss against learning rate",
+                 "Each shape's learning-rate trials (mean over seeds). A star inside a box is a best LR at the edge "
+                 "of what was tried: its optimum may lie beyond. Ticks at the bottom mark the optimum interpolated "
+                 "by a parabola in log LR; diamonds are shapes trained at a transferred LR.")
 
 
 def _pareto_plot(study, out, *, name, xs_of, xlabel, title, caption, maximise_x: bool, log_x: bool):
@@ -283,5 +333,5 @@ def plot_fits(study: StudyData, trends: TrendReport, out: Path) -> Figure | None
                  "Points are seeds; shaded bands are bootstrap intervals; right of the dotted line is extrapolation.")
 
 
-__all__ = ["Figure", "plot_basin", "plot_curves", "plot_fits", "plot_latency_check", "plot_pareto_latency",
+__all__ = ["Figure", "plot_basin", "plot_curves", "plot_fits", "plot_latency_check", "plot_lr", "plot_pareto_latency",
            "plot_pareto_throughput", "plot_slices"]

@@ -9,13 +9,21 @@ Budget groups: each [[budget]] is expanded into a family by the planner and is o
 [[shape]] tables form the group "shapes". Within a group every run has the same token budget: train.tokens
 or train.steps * batch_size * seq_len, or with train.tokens_per_param r the group's parameter *target*
 times r (not each member's own count, so members of one family train on exactly the same tokens).
+A study factor (`[train] parametrization = ["sp", "completep"]`) makes one group per budget and value,
+labelled `<budget>-<value>`.
+
+Learning-rate trials: with `[lr] search = "grid"` every trial is a run of the expansion. With
+`search = "bracket"` or `transfer_from` the expansion holds the starting trials only (for a transfer
+group: the proxy's); the rest are proposed as results arrive (`depthwidth.study.lr_plan`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
+from depthwidth.study.lr_search import GroupMode, group_mode
 from depthwidth.study.schema import SpecError
 from depthwidth.study.run_config import BENCH_FORMAT, config_hash, train_run_config
 from depthwidth.study.spec import BudgetSpec, StudySpec
@@ -39,10 +47,11 @@ class Group:
     shapes: tuple[Shape, ...]
     target: dict  # what the group aims at ({"params": ..., "non_embedding": ...} or {"flops": ...}); {} for explicit
     notes: tuple[str, ...] = ()  # planner remarks: members dropped and why
+    overrides: dict = field(default_factory=dict)  # the group's factor values ({"parametrization": "sp"})
 
     def to_dict(self) -> dict:
         return {"label": self.label, "tokens": self.tokens, "target": self.target, "notes": list(self.notes),
-                "shapes": [s.label() for s in self.shapes]}
+                "shapes": [s.label() for s in self.shapes], "overrides": dict(self.overrides)}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,6 +85,7 @@ class Expansion:
     data: DataInfo
     groups: tuple[Group, ...]
     runs: tuple[Run, ...]
+    modes: dict = field(default_factory=dict)  # group label -> GroupMode (how its learning rates are chosen)
 
     @property
     def train_runs(self) -> tuple[Run, ...]:
@@ -86,7 +96,8 @@ class Expansion:
         return tuple(r for r in self.runs if r.kind == "bench")
 
     def to_dict(self) -> dict:
-        return {"name": self.spec.name, "groups": [g.to_dict() for g in self.groups],
+        return {"name": self.spec.name, "groups": [g.to_dict() | {"lr": self.modes[g.label].to_dict()}
+                                                   for g in self.groups],
                 "runs": [{"run_id": r.run_id, "kind": r.kind, "group": r.group, "label": r.label()}
                          for r in self.runs],
                 "data": {"corpus_hash": self.data.corpus_hash, "vocab_size": self.data.vocab_size,
@@ -102,15 +113,17 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
     except SpecError as exc:
         raise exc.located(source=spec.source, text=spec.text) from None
     runs: dict[str, Run] = {}
+    modes = {g.label: _mode(spec, g) for g in groups}
     for group in groups:
+        mode = modes[group.label]
         for shape in group.shapes:
-            lrs = spec.lr.values(shape.d_model)
-            for seed in spec.seeds:
-                for lr in lrs:
-                    config = train_config(spec, data=data, shape=shape, tokens=group.tokens, lr=lr, seed=seed)
-                    run_id = config_hash(config)
-                    runs.setdefault(run_id, Run(run_id=run_id, kind="train", group=group.label, shape=shape, lr=lr,
-                                                seed=seed, lr_trials=len(lrs), config=config))
+            if mode.kind == "transfer" and shape.label() != mode.proxy:
+                continue  # trained at the proxy's learning rate once its search is done
+            for seed in mode.seeds:
+                for lr in spec.lr.values(shape.d_model):
+                    run = train_run(spec, data=data, group=group, shape=shape, lr=lr, seed=seed,
+                                    lr_trials=mode.max_trials)
+                    runs.setdefault(run.run_id, run)
     if spec.bench.enabled:
         for group in groups:
             for shape in group.shapes:
@@ -118,7 +131,27 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
                 run_id = config_hash(config)
                 runs.setdefault(run_id, Run(run_id=run_id, kind="bench", group=group.label, shape=shape, lr=None,
                                             seed=None, lr_trials=None, config=config))
-    return Expansion(spec=spec, data=data, groups=groups, runs=tuple(runs.values()))
+    return Expansion(spec=spec, data=data, groups=groups, runs=tuple(runs.values()), modes=modes)
+
+
+def _mode(spec: StudySpec, group: Group) -> GroupMode:
+    parametrization = group.overrides.get("parametrization", spec.train.get("parametrization") or "sp")
+    shapes = {s.label(): count_params(s).total for s in group.shapes}
+    mode = group_mode(spec.lr, seeds=spec.seeds, parametrization=parametrization, shapes=shapes)
+    if mode.kind == "transfer" and mode.proxy is None:
+        raise SpecError(f"{spec.lr.transfer_from!r} is not a shape of the group {group.label!r}; its shapes are "
+                        f"{', '.join(shapes)} (or give \"smallest\")", key="lr.transfer_from").located(
+                            source=spec.source, text=spec.text)
+    return mode
+
+
+def train_run(spec: StudySpec, *, data: DataInfo, group: Group, shape: Shape, lr: float, seed: int,
+              lr_trials: int | None) -> Run:
+    """One training run of a group: its canonical config and id."""
+    config = train_config(spec, data=data, shape=shape, tokens=group.tokens, lr=lr, seed=seed,
+                          overrides=group.overrides)
+    return Run(run_id=config_hash(config), kind="train", group=group.label, shape=shape, lr=lr, seed=seed,
+               lr_trials=lr_trials, config=config)
 
 
 def read_data(spec: StudySpec) -> DataInfo:
@@ -141,10 +174,11 @@ def read_data(spec: StudySpec) -> DataInfo:
     return DataInfo(corpus_hash=dataset.corpus_hash, vocab_size=dataset.vocab_size, train_tokens=len(dataset.train))
 
 
-def train_config(spec: StudySpec, *, data: DataInfo, shape: Shape, tokens: int, lr: float, seed: int) -> dict:
+def train_config(spec: StudySpec, *, data: DataInfo, shape: Shape, tokens: int, lr: float, seed: int,
+                 overrides: dict | None = None) -> dict:
     """The canonical config of one training run (`depthwidth.study.run_config`): the shape, the corpus
-    content hash and the run's `TrainConfig` as the spec makes it."""
-    config = spec.train_config(lr=lr, seed=seed, tokens=tokens)
+    content hash and the run's `TrainConfig` as the spec makes it (with its group's factor values)."""
+    config = spec.train_config(lr=lr, seed=seed, tokens=tokens, overrides=overrides)
     init_hash = None
     if config.init_from is not None:
         from depthwidth.hf.weights import content_hash
@@ -173,6 +207,7 @@ def _groups(spec: StudySpec, data: DataInfo) -> tuple[Group, ...]:
     groups = []
     for i, budget in enumerate(spec.budgets):
         groups.append(_budget_group(spec, budget, base=base, key=f"budget[{i}]"))
+    groups = _crossed(spec, groups)
     if spec.shapes:
         shapes = []
         for i, s in enumerate(spec.shapes):
@@ -183,13 +218,24 @@ def _groups(spec: StudySpec, data: DataInfo) -> tuple[Group, ...]:
                 shapes.append(Shape(**fields))
             except ValueError as exc:
                 raise SpecError(str(exc), key=f"shape[{i}]") from None
-        groups.append(Group(label=EXPLICIT_GROUP, tokens=_fixed_tokens(spec, key="train"), shapes=_dedupe(shapes),
-                            target={}))
+        groups += _crossed(spec, [Group(label=EXPLICIT_GROUP, tokens=_fixed_tokens(spec, key="train"),
+                                        shapes=_dedupe(shapes), target={})])
     labels = [g.label for g in groups]
     for i, label in enumerate(labels):
         if labels.index(label) != i:
             raise SpecError(f"two budgets share the label {label!r}; give each a distinct label", key=f"budget[{i}]")
     return tuple(groups)
+
+
+def _crossed(spec: StudySpec, groups: list[Group]) -> list[Group]:
+    """Each group once per value of the study's factor (unchanged without one)."""
+    from dataclasses import replace
+
+    levels = spec.train.levels()
+    if levels == ({},):
+        return groups
+    return [replace(g, label=g.label + "".join(f"-{v}" for v in level.values()), overrides=dict(level))
+            for g in groups for level in levels]
 
 
 def _base_shape_fields(spec: StudySpec, data: DataInfo) -> dict:
@@ -239,4 +285,5 @@ def _dedupe(shapes: list[Shape] | tuple[Shape, ...]) -> tuple[Shape, ...]:
     return tuple(out)
 
 
-__all__ = ["DataInfo", "Expansion", "Group", "Run", "bench_config", "expand", "read_data", "train_config"]
+__all__ = ["DataInfo", "Expansion", "Group", "Run", "bench_config", "expand", "read_data", "train_config",
+           "train_run"]

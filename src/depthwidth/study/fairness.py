@@ -7,9 +7,15 @@ Over the training runs the current spec asks for:
 - tokens: the same token budget within each budget group - in the configs and in what the results say
   was trained;
 - batch_stream_hash: the same batch stream (data order) within each (group, seed), over completed runs;
-- lr_trials: the same declared number of learning-rate trials for every shape, and the same number of
-  stored trials per (group, shape, seed);
+- lr_trials: the same declared number of learning-rate trials for every shape, and, by the group's
+  learning-rate mode (`depthwidth.study.lr_search`):
+    grid     the same number of stored trials per (group, shape, seed);
+    bracket  no shape beyond the shared max_trials, and the same number once nothing is pending;
+    transfer the proxy within max_trials and every other shape at one learning rate;
+- lr (transfer): every shape other than the proxy at the same learning rate, one the proxy tried;
 - seeds: the same seeds for every shape of a group.
+- settings allow the study's factor (`[train] parametrization = [...]`) to differ between groups, not
+  within one.
 A finding names the field, where it differs, and which runs hold which value.
 """
 
@@ -19,10 +25,12 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from depthwidth.study.lr_search import GroupMode
 from depthwidth.study.run_config import canonical_json, run_data, run_settings, run_tokens
+from depthwidth.study.spec_train import FACTORS
 from depthwidth.study.store import ResultRecord, RunRecord
 
-FIELDS = ("data", "settings", "tokens", "batch_stream_hash", "lr_trials", "seeds")
+FIELDS = ("data", "settings", "tokens", "batch_stream_hash", "lr_trials", "lr", "seeds")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,8 +64,11 @@ class FairnessReport:
                 "findings": [f.to_dict() for f in self.findings]}
 
 
-def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord]) -> FairnessReport:
+def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
+                   modes: dict[str, GroupMode] | None = None) -> FairnessReport:
+    """The findings over `runs`; `modes` (group -> GroupMode) default to the grid for every group."""
     train = [r for r in runs if r.kind == "train"]
+    modes = modes or {}
     findings: list[Finding] = []
 
     def same(field: str, scope: str, items: list[tuple[Any, RunRecord]]) -> None:
@@ -68,13 +79,16 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord]) -> F
             findings.append(Finding(field=field, scope=scope, values=dict(values)))
 
     same("data", "study", [(run_data(r.config), r) for r in train])
-    same("settings", "study", [(run_settings(r.config), r) for r in train])
+    same("settings", "study", [({k: v for k, v in run_settings(r.config).items() if k not in FACTORS}, r)
+                               for r in train])
     same("lr_trials", "study", [(r.lr_trials, r) for r in train])
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for r in train:
         groups[r.group].append(r)
     for group, members in groups.items():
         scope = f"group {group!r}"
+        if any(k in FACTORS for k in {k for r in train for k in run_settings(r.config)}):
+            same("settings", scope, [(run_settings(r.config), r) for r in members])
         same("tokens", scope, [(run_tokens(r.config), r) for r in members])
         trained = [(results[r.run_id].tokens, r) for r in members
                    if r.status == "completed" and r.run_id in results and results[r.run_id].tokens is not None]
@@ -83,19 +97,45 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord]) -> F
         for r in members:
             per_shape[r.shape_label].append(r)
         same("seeds", scope, [(sorted({m.seed for m in rs}), rs[0]) for rs in per_shape.values()])
-        counts = []
-        for rs in per_shape.values():
-            by_seed: dict[int | None, set[float | None]] = defaultdict(set)
-            for m in rs:
-                by_seed[m.seed].add(m.lr)
-            counts += [(len(lrs), next(m for m in rs if m.seed == seed)) for seed, lrs in by_seed.items()]
-        same("lr_trials", scope + " (stored trials)", counts)
+        _trial_counts(findings, same, scope, per_shape, modes.get(group))
         for seed in sorted({r.seed for r in members}):
             done = [(results[r.run_id].batch_stream_hash, r) for r in members
                     if r.seed == seed and r.status == "completed" and r.run_id in results
                     and results[r.run_id].batch_stream_hash]
             same("batch_stream_hash", f"{scope} seed {seed}", done)
     return FairnessReport(fair=not findings, checked_runs=len(train), findings=tuple(findings))
+
+
+def _trial_counts(findings: list[Finding], same, scope: str, per_shape: dict[str, list[RunRecord]],
+                  mode: GroupMode | None) -> None:
+    """The learning-rate trials of a group's shapes, as its mode says they must be."""
+    kind = mode.kind if mode is not None else "grid"
+    counts, over = [], defaultdict(list)
+    for label, rs in per_shape.items():
+        if kind == "transfer" and label != mode.proxy:
+            continue
+        by_seed: dict[int | None, set[float | None]] = defaultdict(set)
+        for m in rs:
+            if kind != "transfer" or m.seed in mode.seeds:
+                by_seed[m.seed].add(m.lr)
+        for seed, lrs in by_seed.items():
+            first = next(m for m in rs if m.seed == seed)
+            counts.append((len(lrs), first))
+            if kind != "grid" and len(lrs) > mode.max_trials:
+                over[f"{len(lrs)} > max_trials={mode.max_trials}"].append(first.run_id[:10])
+    if over:
+        findings.append(Finding(field="lr_trials", scope=scope + " (over the search budget)", values=dict(over)))
+    settled = all(m.status not in ("pending", "running") for rs in per_shape.values() for m in rs)
+    if kind == "grid" or (kind == "bracket" and settled):
+        same("lr_trials", scope + " (stored trials)", counts)
+    if kind == "transfer":
+        others = [m for label, rs in per_shape.items() if label != mode.proxy for m in rs]
+        same("lr", scope + " (transferred)", [(m.lr, m) for m in others])
+        tried = {m.lr for m in per_shape.get(mode.proxy, [])}
+        stray = [m for m in others if m.lr not in tried]
+        if stray:
+            findings.append(Finding(field="lr", scope=scope + f" (not tried by the proxy {mode.proxy})",
+                                    values={f"{stray[0].lr:.4g}": [m.run_id[:10] for m in stray]}))
 
 
 __all__ = ["FIELDS", "FairnessReport", "Finding", "check_fairness"]

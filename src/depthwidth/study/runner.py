@@ -23,6 +23,7 @@ from depthwidth.errors import UserError
 from depthwidth.study.executors import JobFunction, make_executor
 from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
+from depthwidth.study.lr_plan import Planner
 from depthwidth.study.spec import StudySpec, load_spec
 from depthwidth.study.store import FINISHED, Store
 
@@ -185,28 +186,45 @@ def run_study(
             check_address(address)
     with StudyLock(folder), Store.create(folder, name=spec.name, spec=spec.to_dict(), spec_text=spec.text,
                                          source=spec.source) as store:
-        new = store.sync_runs(r.to_row() for r in expansion.runs)
+        planner = Planner(expansion=expansion)
+        plan, new = _sync_plan(store, planner)
         from depthwidth.train.checkpoint import write_text  # (torch: only when a study runs)
 
         write_text(folder / SPEC_FILE, spec.text)
         stored = {r.run_id: r for r in store.runs()}
-        todo = [r for r in _ordered(expansion.runs) if not stored[r.run_id].finished]
-        skipped = len(expansion.runs) - len(todo)
+        todo = [r for r in _ordered(plan) if not stored[r.run_id].finished]
+        skipped = len(plan) - len(todo)
         threads = _threads(spec, executor=executor, busy=bool(todo))
+        adaptive = any(m.kind != "grid" for m in expansion.modes.values())
+
+        def replan() -> tuple[int, list[Run]]:  # the trials the LR searches ask for after an outcome
+            runs, _ = _sync_plan(store, planner)
+            finished = {r.run_id for r in store.runs() if r.finished}
+            return len(runs), [r for r in _ordered(runs) if r.run_id not in finished]
+
         runner.start()
         try:
-            emit(StudyEvent(kind="start", total=len(expansion.runs), done=skipped, todo=len(todo),
+            emit(StudyEvent(kind="start", total=len(plan), done=skipped, todo=len(todo),
                             note=f"{runner.describe()}; {threads} torch thread(s) per run"))
             driver = _Driver(store=store, runner=runner, folder=folder, spec=spec, threads=threads, emit=emit,
-                             running=running, total=len(expansion.runs), skipped=skipped)
+                             running=running, total=len(plan), skipped=skipped, replan=replan if adaptive else None)
             counts = driver.run(todo)
         finally:
             runner.close()
-        report = RunReport(study_dir=str(folder), name=spec.name, total=len(expansion.runs), skipped=skipped,
+        report = RunReport(study_dir=str(folder), name=spec.name, total=driver.total, skipped=skipped,
                            new=new, completed=counts["completed"], diverged=counts["diverged"],
                            failed=counts["failed"], retries=counts["retries"], executor=runner.describe())
         emit(StudyEvent(kind="done", total=report.total, done=skipped + report.completed + report.diverged))
         return report
+
+
+def _sync_plan(store: Store, planner: Planner) -> tuple[tuple[Run, ...], int]:
+    """The runs the study asks for now (each LR search walked over the stored outcomes), synced to the
+    store; and how many of them the store did not know."""
+    losses = {r.run_id: r.val_loss for r in store.results(in_spec=None)}
+    outcomes = {r.run_id: (r.status, losses.get(r.run_id)) for r in store.runs(in_spec=None)}
+    runs = planner.runs(outcomes)
+    return runs, store.sync_runs(r.to_row() for r in runs)
 
 
 def _threads(spec: StudySpec, *, executor: str, busy: bool) -> int:
@@ -233,6 +251,7 @@ class _Driver:
     skipped: int
     counts: Counter = field(default_factory=Counter)
     attempts: Counter = field(default_factory=Counter)
+    replan: Callable[[], tuple[int, list[Run]]] | None = None  # (runs in all, unfinished) after each outcome
 
     def run(self, todo: list[Run]) -> Counter:
         current = {r.run_id: r for r in todo}
@@ -249,6 +268,12 @@ class _Driver:
                 self.emit(StudyEvent(kind="run_end", total=self.total, done=self.skipped + sum(self.counts.values()),
                                      run_id=job.run_id, label=run.label(), status=outcome.status,
                                      error=outcome.error, seconds=outcome.wall_seconds))
+                if self.replan is not None:
+                    self.total, unfinished = self.replan()
+                    proposed = [r for r in unfinished if r.run_id not in current]
+                    current.update((r.run_id, r) for r in proposed)
+                    benches = next((i for i, r in enumerate(queue) if r.kind == "bench"), len(queue))
+                    queue[benches:benches] = proposed  # new trials before the benchmarks
             else:
                 self.counts["retries"] += 1
                 self.emit(StudyEvent(kind="retry", run_id=job.run_id, label=run.label(), error=outcome.error,

@@ -15,6 +15,10 @@ Sections (every key is optional unless marked):
                    `centre`, `reference_width`, `exponent`, `factors` -> lr = centre * factor *
                    (reference_width / d_model) ** exponent (muP-style 1/width scaling with exponent 1,
                    Yang et al. 2022, "Tensor Programs V", Table 3, hidden-weight Adam LR)
+                   `search = "bracket"` with `max_trials` (and `step`): start from those values and
+                   bracket each shape's optimum within the same budget (`depthwidth.study.lr_search`);
+                   `transfer_from = "<shape label>"` (or "smallest"): under mup/completep tune that shape
+                   only and reuse its LR for the others, `transfer_seeds` seeds each
     [bench]        batch-1 prefill / decode latency and throughput of each shape (random weights)
     [execution]    threads, cpus_per_run, gpus_per_run, max_attempts - how to run, never what
 Every shape of a study gets the same number of learning-rate trials, the same seeds and the same token
@@ -142,12 +146,31 @@ class LRSpec:
     reference_width: int | None = checked(optional(integer(1)), None)
     exponent: float = checked(number(0.0, inclusive=True), 1.0, doc="lr ~ width**-exponent")
     factors: tuple[float, ...] = checked(array(number(0.0), unique=True), (0.5, 1.0, 2.0))
+    search: str = checked(choice(("grid", "bracket")), "grid",
+                          doc="grid: the values above; bracket: start there, extend and refine (lr_search)")
+    max_trials: int | None = checked(optional(integer(1, 64)), None, doc="bracket: LRs per shape, every shape")
+    step: float | None = checked(optional(number(1.0)), None, doc="bracket: extension ratio (default: the grid's)")
+    transfer_from: str | None = checked(optional(text(NAME_PATTERN, what="a shape label or 'smallest'")), None,
+                                        doc="tune this shape only, reuse its LR (mup/completep groups)")
+    transfer_seeds: int | None = checked(optional(integer(1, 64)), None,
+                                         doc="transfer: seeds per shape at the reused LR (default: the saved trials)")
 
     def __post_init__(self) -> None:
         if (self.grid is None) == (self.centre is None):
             raise UserError("give either grid = [...] or centre (with reference_width and factors)")
         if self.centre is not None and self.reference_width is None:
             raise UserError("a centred grid needs reference_width")
+        if self.search == "bracket":
+            if self.max_trials is None:
+                raise UserError("search = \"bracket\" needs max_trials (the learning rates every shape may try)")
+            if self.max_trials < self.trials:
+                raise UserError(f"max_trials={self.max_trials} is below the {self.trials} starting learning rates")
+        else:
+            for name in ("max_trials", "step"):
+                if getattr(self, name) is not None:
+                    raise UserError(f"{name} is a setting of search = \"bracket\"")
+        if self.transfer_seeds is not None and self.transfer_from is None:
+            raise UserError("transfer_seeds needs transfer_from")
 
     @property
     def trials(self) -> int:
@@ -221,13 +244,15 @@ class StudySpec:
 
         return {k: self.train.get(k) for k in EXECUTION_FIELDS if k != "threads" and self.train.get(k) is not None}
 
-    def train_config(self, *, lr: float, seed: int, tokens: int, threads: int | None = None):
+    def train_config(self, *, lr: float, seed: int, tokens: int, threads: int | None = None,
+                     overrides: dict[str, Any] | None = None):
         """The `TrainConfig` of one training run: [data], [eval] and [train] of the spec, the study's
-        defaults (`STUDY_DEFAULTS`), and what varies per run (learning rate, seed, the group's tokens).
-        This is the one conversion from a spec to a run; a bad value is a SpecError naming its key."""
+        defaults (`STUDY_DEFAULTS`), and what varies per run (learning rate, seed, the group's tokens and
+        its factor values, `overrides`). This is the one conversion from a spec to a run; a bad value is a
+        SpecError naming its key."""
         try:
             return train_config(self.data, self.eval, self.train, lr=lr, seed=seed, budget={"tokens": tokens},
-                                threads=threads)
+                                threads=threads, overrides=overrides)
         except SpecError as exc:
             raise exc.located(source=self.source, text=self.text) from None
 
@@ -300,6 +325,7 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
     if train.tokens is not None and train.tokens < data.seq_len * data.batch_size:
         raise SpecError(f"{train.tokens} tokens is less than one batch (batch_size * seq_len = "
                         f"{data.batch_size * data.seq_len})", key="train.tokens")
+    _check_lr(sections["lr"], train=train, seeds=top["seeds"])
     model = sections["model"]
     max_len = model.max_seq_len or data.seq_len
     if data.seq_len > max_len:
@@ -314,6 +340,22 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
     return StudySpec(name=top["name"], description=top["description"], hardware=top["hardware"],
                      seeds=tuple(sorted(top["seeds"])), budgets=budgets, shapes=shapes, source=source,
                      text=toml_text, **sections)
+
+
+def _check_lr(lr: LRSpec, *, train: TrainSpec, seeds) -> None:
+    """What [lr] needs from the rest of the spec: transfer needs a group whose parametrization transfers."""
+    from depthwidth.study.lr_search import TRANSFERS
+
+    if lr.transfer_from is None:
+        return
+    levels = [level.get("parametrization", train.get("parametrization") or "sp") for level in train.levels()]
+    if not any(p in TRANSFERS for p in levels):
+        raise SpecError(f"transfer_from reuses one shape's learning rate, which only holds under a parametrization "
+                        f"that transfers ({', '.join(TRANSFERS)}); this study trains under {', '.join(levels)} "
+                        "(set train.parametrization)", key="lr.transfer_from")
+    if lr.transfer_seeds is not None and lr.transfer_seeds < len(seeds):
+        raise SpecError(f"transfer_seeds={lr.transfer_seeds} is fewer than the study's {len(seeds)} seeds",
+                        key="lr.transfer_seeds")
 
 
 def _tables(raw: dict, key: str) -> list:

@@ -6,6 +6,9 @@ fields live in [data], evaluation in [eval], the learning rate in [lr], the seed
 `TrainConfig` itself. Two study conveniences are converted here and nowhere else: `tokens_per_param`
 (tokens = r * the budget's parameter target, applied by the expansion) and `min_lr_ratio`
 (min_lr = ratio * lr; default 0.1, which is TrainConfig's lr / 10).
+
+A study factor: a `FACTORS` key given as an array (`parametrization = ["sp", "completep"]`) trains every
+budget once per value, side by side; each value makes its own budget group (`<label>-<value>`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from depthwidth.study.schema import SpecError, check_value, number
 PLACED = {"corpus": "data.corpus", "tokenizer": "data.tokenizer", "val_fraction": "data.val_fraction",
           "seq_len": "data.seq_len", "batch_size": "data.batch_size", "eval_every": "eval.every",
           "eval_windows": "eval.windows", "lr": "lr", "seed": "seeds", "threads": "execution.threads"}
+#: TrainConfig fields a [train] section may give as an array of values: one budget group per value.
+FACTORS = ("parametrization",)
 #: Defaults a study uses where they differ from TrainConfig's: resume points for long studies.
 STUDY_DEFAULTS = {"checkpoint_every": 200}
 #: min_lr = min_lr_ratio * lr unless [train] gives min_lr itself (TrainConfig's default is lr / 10).
@@ -40,9 +45,11 @@ class TrainSpec:
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # TrainConfig field -> value
     tokens_per_param: float | None = None
     min_lr_ratio: float | None = None
+    factors: Mapping[str, tuple] = dataclasses.field(default_factory=dict)  # FACTORS key -> its values
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+        object.__setattr__(self, "factors", MappingProxyType({k: tuple(v) for k, v in self.factors.items()}))
         given = [k for k in ("tokens", "tokens_per_param", "steps") if self.get(k) is not None]
         if len(given) > 1:  # none is fine when every budget is a compute budget (it fixes the tokens)
             raise SpecError(f"give one training budget: tokens, tokens_per_param or steps (got {', '.join(given)})",
@@ -72,7 +79,14 @@ class TrainSpec:
         for name in ("tokens_per_param", "min_lr_ratio"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
-        return out
+        return out | {k: list(v) for k, v in self.factors.items()}
+
+    def levels(self) -> tuple[dict[str, Any], ...]:
+        """The factor values a budget is trained under, one dict per group ({} without a factor)."""
+        import itertools
+
+        keys = list(self.factors)
+        return tuple(dict(zip(keys, values)) for values in itertools.product(*(self.factors[k] for k in keys)))
 
 
 def train_section(raw: Any, *, data, eval) -> TrainSpec:
@@ -85,12 +99,16 @@ def train_section(raw: Any, *, data, eval) -> TrainSpec:
         raise SpecError(f"expected a table, got {raw!r}", key="train")
     known = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in PLACED]
     hints = typing.get_type_hints(TrainConfig)
-    settings, extra = {}, {}
+    settings, extra, factors = {}, {}, {}
     for key, value in raw.items():
         if key in ("tokens_per_param", "min_lr_ratio"):
             maximum = 1.0 if key == "min_lr_ratio" else None
             extra[key] = check_value(number(0.0, inclusive=key == "min_lr_ratio", maximum=maximum), value,
                                      key=f"train.{key}")
+        elif key in FACTORS and isinstance(value, list):
+            if not value or len(set(map(repr, value))) != len(value):
+                raise SpecError("a factor is an array of distinct values", key=f"train.{key}")
+            factors[key] = tuple(value)  # each value is checked by TrainConfig below
         elif key in PLACED:
             raise SpecError(f"{key} is set by {PLACED[key]} in a study spec, not in [train]", key=f"train.{key}")
         elif key in known:  # TOML writes 1 for 1.0: a float field stores a float (the run id hashes it)
@@ -99,22 +117,24 @@ def train_section(raw: Any, *, data, eval) -> TrainSpec:
         else:
             raise SpecError(f"unknown key {key!r}; expected one of {', '.join(known)} (TrainConfig's fields), "
                             "tokens_per_param, min_lr_ratio", key=f"train.{key}")
-    spec = TrainSpec(settings=settings, **extra)
+    spec = TrainSpec(settings=settings, factors=factors, **extra)
     budget = {k: settings[k] for k in ("steps", "tokens") if k in settings}
     if not budget:  # tokens from each budget: any count past the warmup will do here
         warmup = settings.get("warmup", 0)
         budget = {"steps": warmup + 1 if type(warmup) is int and warmup >= 0 else 1}
-    train_config(data, eval, spec, lr=1.0, seed=0, budget=budget)
+    for level in spec.levels():
+        train_config(data, eval, spec, lr=1.0, seed=0, budget=budget, overrides=level)
     return spec
 
 
-def train_config(data, eval, train: TrainSpec, *, lr: float, seed: int, budget: dict, threads: int | None = None):
+def train_config(data, eval, train: TrainSpec, *, lr: float, seed: int, budget: dict, threads: int | None = None,
+                 overrides: Mapping[str, Any] | None = None):
     """The `TrainConfig` of one run from a spec's [data] (`data`), [eval] (`eval`) and [train] sections,
     the study defaults, and what varies per run; `budget` is {"tokens": N} or {"steps": N}. A rejected
-    value is a SpecError naming its key in the spec (see `PLACED`)."""
+    value is a SpecError naming its key in the spec (see `PLACED`); `overrides` are a group's factor values."""
     from depthwidth.train.config import TrainConfig
 
-    settings = {**STUDY_DEFAULTS, **train.settings}
+    settings = {**STUDY_DEFAULTS, **train.settings, **(overrides or {})}
     for name in ("steps", "tokens"):
         settings.pop(name, None)
     if "min_lr" not in settings:
@@ -129,4 +149,4 @@ def train_config(data, eval, train: TrainSpec, *, lr: float, seed: int, budget: 
         raise SpecError(str(exc), key=key or "train") from None
 
 
-__all__ = ["DEFAULT_MIN_LR_RATIO", "PLACED", "STUDY_DEFAULTS", "TrainSpec", "train_config", "train_section"]
+__all__ = ["DEFAULT_MIN_LR_RATIO", "FACTORS", "PLACED", "STUDY_DEFAULTS", "TrainSpec", "train_config", "train_section"]

@@ -71,6 +71,12 @@ class ShapeResult:
     best_run_ids: tuple[str, ...] = ()
     lr_edge: str | None = None  # "low" | "high": the best LR is at that end of the grid
     warning: str | None = None  # the learning-rate selection's protocol warning
+    lr_mode: str = "grid"  # how best_lr was chosen: "grid" | "bracket" | "transfer" (study.lr_search)
+    lr_optimum: float | None = None  # interpolated optimum (parabola in log LR), when bracketed
+    lr_bracketed: bool | None = None  # the best LR has a tried LR on each side (None: transferred)
+    lr_transfer_from: str | None = None  # "transfer": the shape whose best LR this one reuses
+    lr_max_trials: int | None = None  # the search budget every shape of the group shares
+    parametrization: str = "sp"  # of the shape's runs (TrainConfig.parametrization)
     seed_losses: tuple[float, ...] = ()
     slice_losses: dict[str, float] = field(default_factory=dict)
     #: {probe: {difficulty: exact-match accuracy}} (probe slices only)
@@ -176,11 +182,15 @@ class StudySummary:
 def summarize(store: Store, *, running: bool = False) -> StudySummary:
     """Summarise the runs the study's current spec asks for. `running`: whether a driver is live (when
     not, rows still marked running were interrupted and are counted as such)."""
+    from depthwidth.study.lr_plan import stored_modes
+
     runs = store.runs()
     results = {r.run_id: r for r in store.results()}
-    choices = select_lrs(runs, results)
-    fairness = check_fairness(runs, results)
-    rows = _rows(runs, results, choices, seq_len=store.spec().data.seq_len)
+    spec = store.spec()
+    modes = stored_modes(spec, runs)
+    choices = select_lrs(runs, results, modes=modes, lr=spec.lr)
+    fairness = check_fairness(runs, results, modes=modes)
+    rows = _rows(runs, results, choices, seq_len=spec.data.seq_len)
     counts = store.counts()
     if not running and counts["running"]:
         counts["interrupted"] = counts.pop("running")
@@ -242,7 +252,9 @@ def _shape_result(shape: Shape, *, group: str, choice: LRChoice | None, by_id: d
         train_flops_per_token=flops(shape, seq_len=seq_len or shape.max_seq_len).train_per_token,
         lr_losses=choice.lr_losses if choice else {}, best_lr=choice.best_lr if choice else None,
         best_run_ids=tuple(run_ids), lr_edge=choice.edge if choice else None,
-        warning=choice.warning if choice else None,
+        warning=choice.warning if choice else None, **_lr_fields(choice),
+        parametrization=next(((by_id[i].config.get("train") or {}).get("parametrization") or "sp"
+                              for i in run_ids if i in by_id), "sp"),
         seed_losses=tuple(r.val_loss for r in best if r.val_loss is not None and math.isfinite(r.val_loss)),
         slice_losses=_means([r.data.get("val_loss_by_slice") or {} for r in best]),
         probe_accuracy={p: _means([by.get(p, {}) for by in probes], order=int)
@@ -251,6 +263,13 @@ def _shape_result(shape: Shape, *, group: str, choice: LRChoice | None, by_id: d
         mfu=_mean(r.mfu for r in best), peak_memory_bytes=_mean(r.peak_memory_bytes for r in best),
         **_bench_headline(bench),
     )
+
+
+def _lr_fields(choice: LRChoice | None) -> dict:
+    if choice is None:
+        return {}
+    return {"lr_mode": choice.mode, "lr_optimum": choice.optimum_lr, "lr_bracketed": choice.bracketed,
+            "lr_transfer_from": choice.transfer_from, "lr_max_trials": choice.max_trials}
 
 
 def _bench_headline(data: dict | None) -> dict:
