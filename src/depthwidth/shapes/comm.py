@@ -94,4 +94,31 @@ def pipeline_bubble_fraction(*, pp: int, micro_batches: int) -> float:
     return (pp - 1) / (micro_batches + pp - 1)
 
 
-__all__ = ["inference_comm", "p2p_send_s", "pipeline_bubble_fraction", "ring_allreduce_s", "train_comm"]
+def pipeline_p2p_bytes(*, tokens: int, d_model: int, elem_bytes: int, pp: int, virtual_stages: int = 1,
+                       microbatches: int, tp: int = 1, sp: bool = False) -> dict[str, int]:
+    """Point-to-point bytes between pipeline stages in one optimizer step, on one tensor-parallel rank.
+
+    Each micro-batch crosses every boundary between consecutive virtual stages (pp*V - 1 of them; with
+    interleaving the chunk boundary from the last device back to the first counts too) twice: its
+    (tokens x d_model) activations forward, their gradient backward, in the residual stream's dtype.
+    Without sequence parallelism every tp rank sends the whole tensor (Megatron-LM's scatter/gather
+    optimisation, which sends 1/tp and all-gathers, is not modelled); with sp each sends its 1/tp.
+    Returns: message (bytes of one send), sends (per step, whole pipeline), total (bytes per step,
+    whole pipeline), busiest_stage (bytes the busiest stage sends per step: a middle stage sends
+    2 x V x microbatches messages; the first sends no gradient and the last no activation out of its
+    first and last chunk).
+    """
+    for name, value in (("tokens", tokens), ("d_model", d_model), ("elem_bytes", elem_bytes), ("pp", pp),
+                        ("virtual_stages", virtual_stages), ("microbatches", microbatches), ("tp", tp)):
+        check_int(name, value)
+    message = -(-tokens * d_model * elem_bytes // (tp if sp else 1))
+    boundaries = pp * virtual_stages - 1
+    sends = 2 * microbatches * boundaries
+    if pp == 1:
+        return {"message": 0, "sends": 0, "total": 0, "busiest_stage": 0}
+    busiest = (2 * virtual_stages - (1 if pp == 2 else 0)) * microbatches
+    return {"message": message, "sends": sends, "total": sends * message, "busiest_stage": busiest * message}
+
+
+__all__ = ["inference_comm", "p2p_send_s", "pipeline_bubble_fraction", "pipeline_p2p_bytes", "ring_allreduce_s",
+           "train_comm"]

@@ -63,6 +63,7 @@ from depthwidth.shapes.ops import (
     QKV,
     attn_kernel,
 )
+from depthwidth.shapes.pipeline import bubble_ratio
 from depthwidth.shapes.shape import Shape
 
 LOGITS = ("all", "last")
@@ -318,7 +319,7 @@ def predict_decode(
 def predict_train_step(
     shape: Shape, *, hardware: HardwareSpec | str, seq_len: int, global_batch: int, micro_batch: int = 1,
     dtype: str = "bf16", mfu: float | None = None, dp: int = 1, tp: int = 1, pp: int = 1,
-    recompute: str = "none", grad_bytes: int = 4, dp_overlap: bool = True,
+    recompute: str = "none", grad_bytes: int = 4, dp_overlap: bool = True, virtual_stages: int = 1,
 ) -> LatencyBreakdown:
     """Seconds of one optimizer step over `global_batch` sequences of `seq_len` tokens on dp*tp*pp devices.
 
@@ -326,8 +327,10 @@ def predict_train_step(
               6N + attention, plus recomputation) / (dp*tp*pp) / (peak[dtype] x mfu);
               `mfu` (default hardware.train_mfu) is the utilisation of the math alone: with recompute
               the recomputed FLOPs come on top, so the resulting MFU is lower.
-    bubble  = compute x (p-1)/m with m = global_batch / (dp x micro_batch) micro-batches, so the bubble is
-              the fraction (p-1)/(m+p-1) of compute + bubble (GPipe, Huang et al. 2019; 1F1B has the same).
+    bubble  = compute x (p-1)/(V x m) with m = global_batch / (dp x micro_batch) micro-batches and V =
+              virtual_stages (1: GPipe/1F1B, Huang et al. 2019; > 1: interleaved 1F1B, Narayanan et al.
+              2021), `depthwidth.shapes.pipeline.bubble_ratio`; with V = 1 the fraction (p-1)/(m+p-1)
+              of compute + bubble.
     tp_allreduce = 4 ring all-reduces per layer per micro-batch (2 forward, 2 backward; 6 with full
               recompute) of micro_batch x seq_len x d_model activations, fully exposed (Megatron-LM).
     pp_send = 2 sends (activation forward, gradient backward) per micro-batch per stage boundary.
@@ -355,7 +358,7 @@ def predict_train_step(
     fl = flops(shape, seq_len=seq_len, attention="causal", recompute=recompute)
     device_flops = tokens * fl.hardware_train_per_token / (dp * tp * pp)
     compute = device_flops / (hw.peak(dtype) * util)
-    bubble = compute * (pp - 1) / m
+    bubble = compute * bubble_ratio(pp=pp, virtual_stages=virtual_stages, microbatches=m)
     by_op = {"compute": compute}
     act_bytes = micro_batch * seq_len * shape.d_model * size  # one micro-batch's (B, T, d) activations
     comm_by_op = train_comm(shape, hardware=hw, micro_batches=m, act_bytes=act_bytes, compute_s=compute, dp=dp,

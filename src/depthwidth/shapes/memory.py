@@ -9,6 +9,17 @@ bf16 copy of each weight cached for the forward and saved for backward, which is
 `param_dtype` is the dtype of the master weights and of the optimizer states: with
 `train_precision="bf16-mixed", param_dtype="bf16"` there is no master copy (pure bf16: 2 + 2 + 4).
 
+Two conventions for mixed precision (`convention`), each only a set of defaults for `residual_dtype`
+and `grad_dtype`:
+- "amp" (PyTorch AMP, torch.autocast; the default): the residual stream, embeddings and norms stay
+  fp32 and each matmul keeps a half-precision copy of its input; model states as ZeRO counts them
+  (2 + 2 + 12 bytes per parameter with AdamW).
+- "megatron" (Megatron-LM `--fp16`/`--bf16` with fp32 main gradients, `--accumulate-allreduce-grads-in-fp32`):
+  the whole module runs in half precision, residual stream included (Korthikanti et al. 2022 count
+  it in 2 bytes); half-precision weights (2), fp32 main gradients (4), fp32 master weights and Adam
+  moments (12): 18 bytes per parameter (Megatron Core, "Distributed Optimizer": float16 param,
+  fp32 grads, 18 bytes).
+
 ZeRO stage 1 shards the optimizer states over the dp data-parallel ranks, stage 2 also the
 gradients, stage 3 also the parameters (ZeRO sec. 5 and Figure 1: P_os, P_os+g, P_os+g+p).
 
@@ -16,6 +27,12 @@ Tensor parallelism over tp devices (Megatron-LM, Shoeybi et al. 2019): the q/k/v
 matrices and their column-parallel biases, the token embedding and the LM head (vocab-parallel) are
 split over tp; norms, learned position embeddings and the biases of the two row-parallel matmuls
 (attention output, MLP down, d each) are replicated. Shards are rounded up.
+
+Pipeline parallelism over pp stages (`depthwidth.shapes.pipeline`): each stage holds its blocks (the
+first also the embedding, the last the final norm and LM head), keeps the activations of the
+micro-batches its schedule has in flight (1F1B: pp on the first stage; interleaved over
+virtual_stages chunks: 1 + (pp-1)/(pp*V) times more); the per-device fields describe the stage with
+the most memory, `pipeline` every stage, the bubble and the point-to-point bytes.
 
 Activations: see `depthwidth.shapes.activations` (term by term, checked against the tensors PyTorch
 saves). Full recomputation keeps each block's input and, while one block runs its backward, that
@@ -50,6 +67,7 @@ from depthwidth.shapes.activations import (
 )
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.params import count_params
+from depthwidth.shapes.pipeline import PipelineBreakdown, PipelineSetup, pipeline_memory
 from depthwidth.shapes.shape import Shape
 
 TRAIN_PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed")
@@ -59,6 +77,8 @@ OPTIMIZER_STATES: dict[str, int] = {"adamw": 2, "sgd-momentum": 1, "sgd": 0}
 ZERO_STAGES = (0, 1, 2, 3)
 KV_DTYPES = tuple(DTYPE_BYTES)
 _COMPUTE_DTYPE = {"fp32": "fp32", "bf16-mixed": "bf16", "fp16-mixed": "fp16"}
+#: Mixed-precision accounting conventions (module docstring): "amp" = PyTorch AMP, "megatron" = Megatron-LM.
+CONVENTIONS = ("amp", "megatron")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -78,10 +98,17 @@ class MemoryBreakdown:
     kv_cache_bytes: int  # kv_batch sequences of kv_context tokens, whole model
     layer_terms: tuple[ActivationTerm, ...]  # one block, before recomputation
     outside_terms: tuple[ActivationTerm, ...]
+    pipeline: PipelineBreakdown  # every stage (one stage when pp == 1); the fields above are the peak stage's
 
     @property
     def model_states_bytes(self) -> int:
         return self.params_bytes + self.grads_bytes + self.optimizer_bytes
+
+    @property
+    def kept_activation_bytes(self) -> int:
+        """Activations saved between forward and backward (Korthikanti et al.'s count): without the
+        working set of the one block being recomputed."""
+        return self.activation_bytes - self.recompute_bytes
 
     @property
     def total_training_bytes(self) -> int:
@@ -99,12 +126,15 @@ class MemoryBreakdown:
             "recompute_bytes": self.recompute_bytes,
             "outside_activation_bytes": self.outside_activation_bytes,
             "activation_bytes": self.activation_bytes,
+            "kept_activation_bytes": self.kept_activation_bytes,
+            "block_activation_bytes": self.pipeline.peak.layer_activation_bytes,
             "logits_bytes": self.logits_bytes,
             "total_training_bytes": self.total_training_bytes,
             "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token,
             "kv_cache_bytes": self.kv_cache_bytes,
             "layer_terms": {t.name: t.bytes for t in self.layer_terms},
             "outside_terms": {t.name: t.bytes for t in self.outside_terms},
+            "pipeline": self.pipeline.to_dict(),
         }
 
 
@@ -124,10 +154,14 @@ def params_per_device(shape: Shape, *, tp: int = 1) -> int:
     return ceil_div(counts.total - replicated, tp) + replicated
 
 
-def state_bytes_per_param(*, train_precision: str, param_dtype: str, optimizer: str) -> tuple[int, int, int]:
-    """(parameter, gradient, optimizer) bytes per parameter before any sharding (ZeRO sec. 3.1)."""
+def state_bytes_per_param(*, train_precision: str, param_dtype: str, optimizer: str,
+                          grad_dtype: str | None = None) -> tuple[int, int, int]:
+    """(parameter, gradient, optimizer) bytes per parameter before any sharding (ZeRO sec. 3.1).
+    grad_dtype: the gradients' dtype, default the compute dtype ("fp32": Megatron-LM's main gradients)."""
     check_choice("train_precision", train_precision, TRAIN_PRECISIONS)
     check_choice("optimizer", optimizer, tuple(OPTIMIZER_STATES))
+    if grad_dtype is not None:
+        check_choice("grad_dtype", grad_dtype, FLOAT_DTYPES)
     compute = _COMPUTE_DTYPE[train_precision]
     allowed = ("fp32",) if compute == "fp32" else ("fp32", compute)
     if param_dtype not in allowed:
@@ -138,7 +172,8 @@ def state_bytes_per_param(*, train_precision: str, param_dtype: str, optimizer: 
     working = DTYPE_BYTES[compute]  # the copy the forward uses, and its gradients
     master = DTYPE_BYTES[param_dtype]
     master_copy = master if param_dtype != compute else 0  # mixed precision keeps a separate master copy
-    return working, working, master_copy + OPTIMIZER_STATES[optimizer] * master
+    grads = working if grad_dtype is None else DTYPE_BYTES[grad_dtype]
+    return working, grads, master_copy + OPTIMIZER_STATES[optimizer] * master
 
 
 def memory(
@@ -153,10 +188,15 @@ def memory(
     dp: int = 1,
     tp: int = 1,
     sp: bool = False,
+    pp: int = 1,
+    virtual_stages: int = 1,
+    microbatches: int | None = None,
     recompute: str = "none",
     attn_impl: str = "fused",
+    convention: str = "amp",
     activation_dtype: str | None = None,
     residual_dtype: str | None = None,
+    grad_dtype: str | None = None,
     dropout: bool = False,
     device: str = "cuda",
     norm_impl: str | None = None,
@@ -164,14 +204,17 @@ def memory(
     kv_batch: int = 1,
     kv_context: int | None = None,
 ) -> MemoryBreakdown:
-    """Memory of training `shape` on one device of a dp x tp group, and of its KV cache.
+    """Memory of training `shape` on one device of a dp x tp x pp group, and of its KV cache.
 
     train_precision: "fp32" | "bf16-mixed" | "fp16-mixed" (half-precision compute, master weights
         in param_dtype). activation_dtype defaults to the compute dtype (fp32, bf16 or fp16).
-    residual_dtype: dtype of the residual stream and norm inputs; default fp32 with a mixed
-        precision (torch.autocast leaves embeddings, residual adds and norms in fp32, as our
-        Transformer runs), else activation_dtype. Give the activation dtype to model a module cast
-        to half precision as a whole (Megatron-LM without fp32 residual connections).
+    convention: "amp" | "megatron" (module docstring): the defaults of residual_dtype and grad_dtype.
+    residual_dtype: dtype of the residual stream and norm inputs; default under "amp" fp32 with a
+        mixed precision (torch.autocast leaves embeddings, residual adds and norms in fp32, as our
+        Transformer runs), else activation_dtype; under "megatron" activation_dtype.
+    grad_dtype: gradients' dtype; default the compute dtype ("amp"), fp32 ("megatron").
+    pp, virtual_stages, microbatches: pipeline stages, model chunks per stage (> 1: interleaved 1F1B)
+        and micro-batches per step (default pp); see `depthwidth.shapes.pipeline`.
     attn_impl: "fused" (flash / SDPA, the default of our Transformer; "sdpa" is accepted) | "eager"
         (explicit T x T softmax).
     dropout: dropout > 0 in training (masks kept for backward).
@@ -180,12 +223,19 @@ def memory(
     recompute: "none" | "selective" | "full" (see the module docstring).
     kv_dtype, kv_batch, kv_context: the inference KV cache; kv_context defaults to seq_len.
     """
+    check_choice("convention", convention, CONVENTIONS)
+    if convention == "megatron" and residual_dtype is None:
+        residual_dtype = activation_dtype or _COMPUTE_DTYPE.get(train_precision)
+    if convention == "megatron" and grad_dtype is None:
+        grad_dtype = "fp32"
     setup = _activation_setup(
         train_precision=train_precision, seq_len=seq_len, micro_batch=micro_batch, activation_dtype=activation_dtype,
         residual_dtype=residual_dtype, attn_impl=attn_impl, dropout=dropout, device=device, norm_impl=norm_impl,
         tp=tp, sp=sp,
     )  # fmt: skip
     setup.check_shape(shape)
+    pipe = PipelineSetup(pp=pp, virtual_stages=virtual_stages, microbatches=microbatches)
+    pipe.check_shape(shape)
     check_choice("recompute", recompute, RECOMPUTE_KINDS)
     check_choice("param_dtype", param_dtype, FLOAT_DTYPES)
     check_choice("zero_stage", zero_stage, ZERO_STAGES)
@@ -196,29 +246,35 @@ def memory(
     check_int("kv_context", kv_context)
     if kv_context > shape.max_seq_len:
         raise UserError(f"kv_context={kv_context} exceeds max_seq_len={shape.max_seq_len} of the shape")
-    n_params, params_bytes, grads_bytes, optimizer_bytes = _model_states(
-        shape, train_precision=train_precision, param_dtype=param_dtype, optimizer=optimizer, zero_stage=zero_stage,
-        dp=dp, tp=tp)
+    per_param = state_bytes_per_param(train_precision=train_precision, param_dtype=param_dtype, optimizer=optimizer,
+                                      grad_dtype=grad_dtype)
     layer_terms = layer_activation_terms(shape, setup)
     per_layer, recompute_bytes = _layer_activations(shape, setup, layer_terms=layer_terms, recompute=recompute)
     outside_terms = outside_activation_terms(shape, setup)
-    outside = sum(t.bytes for t in outside_terms)
+    embed = sum(t.bytes for t in outside_terms if t.name.startswith("embed."))
+    head = sum(t.bytes for t in outside_terms) - embed
     logits_bytes = setup.tokens * ceil_div(shape.vocab_size, tp) * setup.c if shape.lm_head else 0
+    pipeline = pipeline_memory(
+        shape, pipe, tp=tp, sp=sp, tokens=setup.tokens, layer_bytes=per_layer, recompute_bytes=recompute_bytes,
+        embed_bytes=embed, head_bytes=head, logits_bytes=logits_bytes, residual_bytes=setup.r,
+        states=lambda n: _sharded_states(n, per_param, zero_stage=zero_stage, dp=dp))
+    peak = pipeline.peak
     per_token = kv_cache_bytes_per_token(shape, dtype=kv_dtype)
     return MemoryBreakdown(
-        params_per_device=n_params,
-        params_bytes=params_bytes,
-        grads_bytes=grads_bytes,
-        optimizer_bytes=optimizer_bytes,
+        params_per_device=peak.params,
+        params_bytes=peak.params_bytes,
+        grads_bytes=peak.grads_bytes,
+        optimizer_bytes=peak.optimizer_bytes,
         activation_bytes_per_layer=per_layer,
-        recompute_bytes=recompute_bytes,
-        outside_activation_bytes=outside,
-        activation_bytes=shape.n_layers * per_layer + recompute_bytes + outside,
-        logits_bytes=logits_bytes,
+        recompute_bytes=peak.recompute_bytes,
+        outside_activation_bytes=peak.outside_activation_bytes,
+        activation_bytes=peak.activation_bytes,
+        logits_bytes=peak.logits_bytes,
         kv_cache_bytes_per_token=per_token,
         kv_cache_bytes=per_token * kv_batch * kv_context,
         layer_terms=layer_terms,
         outside_terms=outside_terms,
+        pipeline=pipeline,
     )
 
 
@@ -234,17 +290,14 @@ def _activation_setup(*, train_precision: str, activation_dtype: str | None, res
     return ActivationSetup(activation_dtype=activation_dtype, residual_dtype=residual_dtype, **setup)
 
 
-def _model_states(shape: Shape, *, train_precision: str, param_dtype: str, optimizer: str, zero_stage: int, dp: int,
-                  tp: int) -> tuple[int, int, int, int]:
-    """(parameters per device, parameter bytes, gradient bytes, optimizer bytes) on one device: split over
-    tp, then ZeRO stage 1 shards the optimizer states over dp, stage 2 also the gradients, stage 3 also
-    the parameters (module docstring)."""
-    p_b, g_b, o_b = state_bytes_per_param(train_precision=train_precision, param_dtype=param_dtype, optimizer=optimizer)
-    n_params = params_per_device(shape, tp=tp)
-    params_bytes = ceil_div(n_params * p_b, dp if zero_stage >= 3 else 1)
-    grads_bytes = ceil_div(n_params * g_b, dp if zero_stage >= 2 else 1)
-    optimizer_bytes = ceil_div(n_params * o_b, dp if zero_stage >= 1 else 1)
-    return n_params, params_bytes, grads_bytes, optimizer_bytes
+def _sharded_states(n_params: int, per_param: tuple[int, int, int], *, zero_stage: int,
+                    dp: int) -> tuple[int, int, int]:
+    """(parameter, gradient, optimizer) bytes of `n_params` parameters on one device: ZeRO stage 1 shards
+    the optimizer states over dp, stage 2 also the gradients, stage 3 also the parameters."""
+    p_b, g_b, o_b = per_param
+    return (ceil_div(n_params * p_b, dp if zero_stage >= 3 else 1),
+            ceil_div(n_params * g_b, dp if zero_stage >= 2 else 1),
+            ceil_div(n_params * o_b, dp if zero_stage >= 1 else 1))
 
 
 def _layer_activations(shape: Shape, setup: ActivationSetup, *, layer_terms: tuple[ActivationTerm, ...],
@@ -260,6 +313,7 @@ def _layer_activations(shape: Shape, setup: ActivationSetup, *, layer_terms: tup
 
 
 __all__ = [
+    "CONVENTIONS",
     "DTYPE_BYTES",
     "MemoryBreakdown",
     "activation_bytes_per_layer",

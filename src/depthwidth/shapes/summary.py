@@ -21,7 +21,9 @@ from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.activations import DEVICES, FLOAT_DTYPES
 from depthwidth.shapes.ops import ATTN_KERNEL_ALIASES, ATTN_KERNELS
 from depthwidth.shapes.flops import ATTENTION_KINDS, RECOMPUTE_KINDS, FlopBreakdown, flops
-from depthwidth.shapes.memory import KV_DTYPES, OPTIMIZER_STATES, TRAIN_PRECISIONS, ZERO_STAGES, MemoryBreakdown, memory
+from depthwidth.shapes.memory import (
+    CONVENTIONS, KV_DTYPES, OPTIMIZER_STATES, TRAIN_PRECISIONS, ZERO_STAGES, MemoryBreakdown, memory,
+)
 from depthwidth.shapes.params import ParamBreakdown, count_params
 from depthwidth.shapes.shape import Shape
 
@@ -35,7 +37,9 @@ class SummarySettings:
     The KV cache is sized for micro_batch sequences of seq_len tokens.
 
     Defaults describe a usual GPU training run: bf16 mixed precision with fp32 master weights,
-    AdamW, fused (flash/SDPA) attention, no dropout, no parallelism, PyTorch's CUDA kernels.
+    AdamW, fused (flash/SDPA) attention, no dropout, no parallelism, PyTorch's CUDA kernels, PyTorch
+    AMP's accounting (convention "amp"; "megatron" for Megatron-LM's, see `depthwidth.shapes.memory`).
+    pp, virtual_stages, microbatches: pipeline parallelism (`depthwidth.shapes.pipeline`).
     """
 
     seq_len: int
@@ -49,13 +53,19 @@ class SummarySettings:
     dp: int = 1
     tp: int = 1
     sp: bool = False
+    pp: int = 1
+    virtual_stages: int = 1
+    microbatches: int | None = None
+    convention: str = "amp"
+    residual_dtype: str | None = None
+    grad_dtype: str | None = None
     attn_impl: str = "fused"
     dropout: bool = False
     device: str = "cuda"
     kv_dtype: str = "bf16"
 
     def __post_init__(self) -> None:
-        for name in ("seq_len", "micro_batch", "dp", "tp"):
+        for name in ("seq_len", "micro_batch", "dp", "tp", "pp", "virtual_stages"):
             check_int(name, getattr(self, name))
         for name, allowed in (
             ("attention", ATTENTION_KINDS),
@@ -67,8 +77,12 @@ class SummarySettings:
             ("attn_impl", ATTN_KERNELS + tuple(ATTN_KERNEL_ALIASES)),
             ("device", DEVICES),
             ("kv_dtype", KV_DTYPES),
+            ("convention", CONVENTIONS),
         ):
             check_choice(name, getattr(self, name), allowed)
+        for name in ("residual_dtype", "grad_dtype"):
+            if getattr(self, name) is not None:
+                check_choice(name, getattr(self, name), FLOAT_DTYPES)
         for name in ("sp", "dropout"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
@@ -133,6 +147,12 @@ def summarize(shape: Shape, *, settings: SummarySettings | None = None, **option
             dp=st.dp,
             tp=st.tp,
             sp=st.sp,
+            pp=st.pp,
+            virtual_stages=st.virtual_stages,
+            microbatches=st.microbatches,
+            convention=st.convention,
+            residual_dtype=st.residual_dtype,
+            grad_dtype=st.grad_dtype,
             recompute=st.recompute,
             attn_impl=st.attn_impl,
             dropout=st.dropout,
