@@ -4,6 +4,8 @@
     depthwidth calc --hf path/to/config.json --seq-len 4096 --batch 8 --json
     depthwidth calc --shape L24-H1024-A16 --ffn swiglu --norm rmsnorm --pos rope --vocab 32000
     depthwidth calc --list-presets
+    depthwidth calc --layers 96 --width 12288 --heads 96 --vocab 51200 --max-seq-len 2048 --tp 8 --sp \
+        --pp 8 --virtual-stages 3 --microbatches 64 --convention megatron --train-precision fp16-mixed ...
 
 The numbers come from `depthwidth.shapes.summary.summarize`; this module parses and prints.
 """
@@ -13,7 +15,9 @@ from __future__ import annotations
 import argparse
 
 from depthwidth.cli import print_json
-from depthwidth.cli.common import add_shape_args, one_line_errors, positive_int, shape_from_args
+from depthwidth.cli.common import (
+    add_pipeline_args, add_precision_args, add_shape_args, one_line_errors, positive_int, shape_from_args,
+)
 from depthwidth.shapes.activations import DEVICES, FLOAT_DTYPES
 from depthwidth.shapes.flops import ATTENTION_KINDS, RECOMPUTE_KINDS
 from depthwidth.shapes.memory import KV_DTYPES, OPTIMIZER_STATES, TRAIN_PRECISIONS, ZERO_STAGES
@@ -45,6 +49,8 @@ def add_parser(subparsers) -> None:
     w.add_argument("--dp", type=positive_int, default=1, help="data-parallel degree (default 1)")
     w.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (default 1)")
     w.add_argument("--sp", action="store_true", help="sequence parallelism with --tp (Korthikanti et al. 2022)")
+    add_pipeline_args(w)
+    add_precision_args(w)
     w.add_argument("--attn-impl", choices=("fused", "eager"), default="fused",
                    help="attention kernel for activation memory (default fused: flash/SDPA)")
     w.add_argument("--dropout", action="store_true", help="training with dropout (its masks are kept)")
@@ -74,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
         dp=args.dp,
         tp=args.tp,
         sp=args.sp,
+        pp=args.pp,
+        virtual_stages=args.virtual_stages,
+        microbatches=args.microbatches,
+        convention=args.convention,
+        residual_dtype=args.residual_dtype,
+        grad_dtype=args.grad_dtype,
         attn_impl=args.attn_impl,
         dropout=args.dropout,
         device=args.device,

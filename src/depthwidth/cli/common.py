@@ -153,6 +153,28 @@ def add_shape_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--lm-head", action=argparse.BooleanOptionalAction, default=None, help="output projection to vocab")
 
 
+def add_pipeline_args(group) -> None:
+    """--pp, --virtual-stages, --microbatches (pipeline parallelism, `depthwidth.shapes.pipeline`) on an
+    argument group; calc, plan and compare share them."""
+    group.add_argument("--pp", type=positive_int, default=1, help="pipeline-parallel stages (default 1)")
+    group.add_argument("--virtual-stages", type=positive_int, default=1, metavar="V",
+                       help="model chunks per pipeline stage; > 1 is Megatron-LM's interleaved 1F1B (default 1)")
+    group.add_argument("--microbatches", type=positive_int, metavar="M",
+                       help="micro-batches per optimizer step, for the bubble and the in-flight activations "
+                            "(default: --pp)")
+
+
+def add_precision_args(group) -> None:
+    """--convention, --residual-dtype, --grad-dtype: how mixed precision is accounted (`depthwidth.shapes.memory`)."""
+    group.add_argument("--convention", choices=("amp", "megatron"), default="amp",
+                       help="amp: PyTorch autocast, fp32 residual stream; megatron: Megatron-LM, half-precision "
+                            "residual stream and fp32 main gradients (default amp)")
+    group.add_argument("--residual-dtype", choices=("fp16", "bf16", "fp32"),
+                       help="dtype of the residual stream and norm inputs (default: from --convention)")
+    group.add_argument("--grad-dtype", choices=("fp16", "bf16", "fp32"),
+                       help="dtype of the gradients (default: the compute dtype, fp32 with --convention megatron)")
+
+
 def _conventions(args: argparse.Namespace) -> dict:
     out = {}
     for dest, field in CONVENTION_FLAGS.items():

@@ -19,7 +19,7 @@ from depthwidth.cli import print_json
 from depthwidth.errors import UserError
 from depthwidth.cli.calc import _preset_info
 from depthwidth.cli.common import one_line_errors, positive_int
-from depthwidth.cli.plan import add_workload_args, resolve_hardware
+from depthwidth.cli.plan import add_workload_args, pipeline_workload, resolve_hardware
 
 _COMPACT = re.compile(r"^(?:(?:KV|L|H|A|F|D)\d+-?)+$", re.IGNORECASE)
 
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     too_short = [name for name, s in shapes if s.max_seq_len < seq_len]
     if too_short:
         raise UserError(f"--seq-len {seq_len} exceeds max_seq_len of {', '.join(too_short)}")
-    workload = Workload(seq_len=seq_len, batch=args.batch, dtype=args.dtype, tp=args.tp, pp=args.pp)
+    workload = Workload(seq_len=seq_len, batch=args.batch, dtype=args.dtype, tp=args.tp, **pipeline_workload(args))
     result = compare(shapes, hardware=resolve_hardware(args.hardware), workload=workload)
     data = result.to_dict()
     for record, (_, _, preset) in zip(data["shapes"], read):

@@ -15,7 +15,7 @@ import re
 
 from depthwidth.cli import print_json
 from depthwidth.errors import UserError
-from depthwidth.cli.common import int_list, one_line_errors, positive_int
+from depthwidth.cli.common import add_pipeline_args, add_precision_args, int_list, one_line_errors, positive_int
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, POS_KINDS
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -70,11 +70,18 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     w.add_argument("--dtype", default="bf16", choices=("fp32", "tf32", "bf16", "fp16", "fp8", "int8"),
                    help="inference compute dtype of the latency columns (default bf16)")
     w.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (default 1)")
-    w.add_argument("--pp", type=positive_int, default=1, help="pipeline-parallel degree (default 1)")
+    add_pipeline_args(w)
+    add_precision_args(w)
     w.add_argument("--seq-len", type=positive_int, metavar="T",
                    help="training sequence, prefill prompt and decode context (default: max_seq_len)")
     w.add_argument("--batch", type=positive_int, default=1, metavar="B",
                    help="sequences per device: training memory, KV cache and the tokens/s column (default 1)")
+
+
+def pipeline_workload(args: argparse.Namespace) -> dict:
+    """The `Workload` fields of the pipeline and precision flags (plan and compare)."""
+    return {"pp": args.pp, "virtual_stages": args.virtual_stages, "microbatches": args.microbatches,
+            "convention": args.convention, "residual_dtype": args.residual_dtype, "grad_dtype": args.grad_dtype}
 
 
 def add_parser(subparsers) -> None:
@@ -157,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     base = base_shape(args)
     hardware = resolve_hardware(args.hardware)
     workload = Workload(seq_len=args.seq_len or base.max_seq_len, batch=args.batch, dtype=args.dtype, tp=args.tp,
-                        pp=args.pp)
+                        **pipeline_workload(args))
     if workload.seq_len > base.max_seq_len:
         raise UserError(f"--seq-len {workload.seq_len} exceeds the members' max_seq_len {base.max_seq_len}; "
                          "raise --max-seq-len")

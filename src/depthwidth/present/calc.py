@@ -71,7 +71,8 @@ def memory_table(result: dict[str, Any]) -> Table:
     m, st, s = result["memory"], result["settings"], result["shape"]
     t = _table(
         f"Memory per device ({st['train_precision']}, {st['optimizer']}, ZeRO {st['zero_stage']}, "
-        f"dp {st['dp']}, tp {st['tp']}, micro-batch {st['micro_batch']}, recompute {st['recompute']})"
+        f"dp {st['dp']}, tp {st['tp']}, pp {st.get('pp', 1)}, micro-batch {st['micro_batch']}, "
+        f"recompute {st['recompute']})"
     )
     for key, note in (
         ("params_bytes", "parameters"),
@@ -79,7 +80,9 @@ def memory_table(result: dict[str, Any]) -> Table:
         ("optimizer_bytes", "optimizer state (and master weights)"),
         ("model_states_bytes", "model states"),
         ("activation_bytes_per_layer", "activations, one layer"),
-        ("activation_bytes", "activations, whole model"),
+        ("block_activation_bytes", "activations saved by the blocks"),
+        ("kept_activation_bytes", "activations saved for backward"),
+        ("activation_bytes", "activations, with recompute working set"),
         ("total_training_bytes", "training total"),
         ("kv_cache_bytes_per_token", f"KV cache per token ({st['kv_dtype']})"),
         ("kv_cache_bytes", f"KV cache, batch {st['micro_batch']} x {integer(st['seq_len'])} tokens"),
@@ -92,7 +95,11 @@ def memory_table(result: dict[str, Any]) -> Table:
 
 
 def summary_tables(result: dict[str, Any]) -> list[Table]:
-    return [shape_table(result), params_table(result), flops_table(result), memory_table(result)]
+    from depthwidth.present.pipeline import pipeline_table
+
+    tables = [shape_table(result), params_table(result), flops_table(result), memory_table(result)]
+    pipeline = result["memory"].get("pipeline")
+    return tables + ([pipeline_table(pipeline)] if pipeline and pipeline["pp"] > 1 else [])
 
 
 def presets_table(rows: list[dict[str, Any]]) -> Table:

@@ -48,23 +48,32 @@ QUANTITIES = (
 class Workload:
     """What the numbers are for. seq_len: training sequence and prefill prompt length (decode context
     too); batch: sequences per device for training memory and the KV cache, and the decode batch of
-    the throughput column; dtype: inference compute dtype of the roofline; tp, pp: parallel degrees."""
+    the throughput column; dtype: inference compute dtype of the roofline; tp, pp: parallel degrees;
+    virtual_stages, microbatches: the pipeline schedule (`depthwidth.shapes.pipeline`); convention,
+    residual_dtype, grad_dtype: the training-memory accounting (`depthwidth.shapes.memory`)."""
 
     seq_len: int
     batch: int = 1
     dtype: str = "bf16"
     tp: int = 1
     pp: int = 1
+    virtual_stages: int = 1
+    microbatches: int | None = None
     train_precision: str = "bf16-mixed"
     attn_impl: str = "fused"
+    convention: str = "amp"
+    residual_dtype: str | None = None
+    grad_dtype: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("seq_len", "batch", "tp", "pp"):
+        for name in ("seq_len", "batch", "tp", "pp", "virtual_stages"):
             check_int(name, getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq_len": self.seq_len, "batch": self.batch, "dtype": self.dtype, "tp": self.tp, "pp": self.pp,
-                "train_precision": self.train_precision, "attn_impl": self.attn_impl}
+                "virtual_stages": self.virtual_stages, "microbatches": self.microbatches,
+                "train_precision": self.train_precision, "attn_impl": self.attn_impl, "convention": self.convention,
+                "residual_dtype": self.residual_dtype, "grad_dtype": self.grad_dtype}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,7 +108,9 @@ def evaluate_shape(shape: Shape, *, hardware: HardwareSpec | str, workload: Work
     if w.pp > shape.n_layers:
         raise UserError(f"pp={w.pp} exceeds n_layers={shape.n_layers} of {shape.label()}")
     summary = summarize(shape, seq_len=w.seq_len, micro_batch=w.batch, tp=w.tp, train_precision=w.train_precision,
-                        attn_impl=w.attn_impl, kv_dtype=w.dtype if w.dtype in KV_DTYPES else "bf16")
+                        attn_impl=w.attn_impl, kv_dtype=w.dtype if w.dtype in KV_DTYPES else "bf16", pp=w.pp,
+                        virtual_stages=w.virtual_stages, microbatches=w.microbatches, convention=w.convention,
+                        residual_dtype=w.residual_dtype, grad_dtype=w.grad_dtype)
     common = dict(hardware=hw, dtype=w.dtype, tp=w.tp, pp=w.pp, attn_impl=w.attn_impl)
     return ShapeEvaluation(
         summary=summary,
@@ -161,7 +172,9 @@ def plan(*, hardware: HardwareSpec | str, workload: Workload, **family_args: Any
     """`plan_family(**family_args, tp=workload.tp, pp=workload.pp, seq_len=workload.seq_len)`, each member
     evaluated; Pareto-best on (decode ms at batch 1, training memory per device) marked."""
     hw = hardware if isinstance(hardware, HardwareSpec) else get_hardware(hardware)
-    family = plan_family(tp=workload.tp, pp=workload.pp, seq_len=workload.seq_len, **family_args)
+    # members' depths are multiples of pp x virtual_stages: interleaving gives every chunk as many layers
+    family = plan_family(tp=workload.tp, pp=workload.pp * workload.virtual_stages, seq_len=workload.seq_len,
+                         **family_args)
     evaluations = tuple(evaluate_shape(m.shape, hardware=hw, workload=workload) for m in family.members)
     points = [(e.decode.total_s, float(e.summary.memory.total_training_bytes)) for e in evaluations]
     return PlanResult(family=family, evaluations=evaluations, pareto=tuple(pareto_front(points)), workload=workload,
