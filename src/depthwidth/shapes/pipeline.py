@@ -15,7 +15,7 @@ Megatron-LM", sec. 2.2): `pp` stages, `microbatches` micro-batches per optimizer
   microbatches to be a multiple of pp and n_layers a multiple of pp*V; both are checked.
 Which chunk each kept chunk-forward belongs to is counted exactly (`in_flight`), so the embedding's
 activations on the first stage are counted for the micro-batches of chunk 0 in flight (pp with 1F1B,
-2*pp-1 when interleaved), and the loss's on the last stage for those of its last chunk (1).
+up to 2*pp-1 when interleaved), and the loss's on the last stage for those of its last chunk (1).
 
 Bubble: with ideal forward+backward time t_f + t_b per micro-batch and stage, a 1F1B step takes
 (m + p - 1)(t_f + t_b), so the idle time is (p-1)/m of the ideal step; interleaving divides it by V:
