@@ -49,7 +49,7 @@ def test_default_dtypes_skip_emulated_bf16(monkeypatch):
     assert set(profile.peak_flops) == {"fp32"} and profile.device_name == "plain cpu"
     # without a block cost the per-op cost is the largest tiny-op cost (a lower bound)
     assert profile.op_overhead_s == max(profile.op_overheads.values()) and EAGER_BLOCK_OP not in profile.op_overheads
-    assert default_gemm_n(dtype="bf16") == 512 and default_gemm_n(dtype="bf16", quick=True) == 256
+    assert default_gemm_n(dtype="bf16") == 256 and default_gemm_n(dtype="bf16", quick=True) == 128
     assert default_gemm_n(dtype="fp32") == 2048 and default_gemm_n(device="cuda:0", dtype="bf16") == 8192
 
 

@@ -3,7 +3,8 @@ peak, and the one reading of a hardware argument. Asked by every layer above (mo
 bench, study, report, cli); imports only the standard library, `depthwidth.errors`,
 `depthwidth.shapes` and, inside the functions that measure, torch.
 
-    device.py    capabilities (CPU name and flags, native bf16), device names
+    device.py    capabilities (CPU name and flags, CUDA compute capability, native dtypes), device names
+    slow.py      the one-line refusal of a dtype the device only emulates
     paths.py     the cache folder and the profile files
     profile.py   HardwareProfile / GemmResult, load and save (atomic), conversion to HardwareSpec
     stored.py    which stored profile fits a use
@@ -19,6 +20,8 @@ from depthwidth.machine.device import (
     DeviceCapabilities,
     capabilities,
     cpu_capabilities,
+    cuda_capabilities,
+    cuda_index,
     device_kind,
     device_name,
     parse_cpuinfo,
@@ -35,10 +38,18 @@ from depthwidth.machine.measure import (
     measure_op_overheads,
     measure_profile,
     memory_capacity,
+    probe_gemm,
     torch_threads,
 )
 from depthwidth.machine.memory import available_memory, check_fits
-from depthwidth.machine.paths import CACHE_ENV, PROFILE_ENV, cache_dir, profile_candidates, profile_path
+from depthwidth.machine.paths import (
+    CACHE_ENV,
+    PROFILE_ENV,
+    cache_dir,
+    device_slug,
+    profile_candidates,
+    profile_path,
+)
 from depthwidth.machine.peak import PeakFlops, peak_flops
 from depthwidth.machine.profile import (
     CPU_DTYPES,
@@ -50,6 +61,7 @@ from depthwidth.machine.profile import (
     save_profile,
 )
 from depthwidth.machine.resolve import MEASURED, hardware_choice, is_measured, measured_hardware, resolve_hardware
+from depthwidth.machine.slow import check_dtype, slow_dtype_line
 from depthwidth.machine.stored import EAGER_BLOCK_OP, ProfileMatch, find_profile
 
 __all__ = [
@@ -72,11 +84,15 @@ __all__ = [
     "cache_dir",
     "cached_profile",
     "capabilities",
+    "check_dtype",
     "check_fits",
     "cpu_capabilities",
+    "cuda_capabilities",
+    "cuda_index",
     "default_gemm_n",
     "device_kind",
     "device_name",
+    "device_slug",
     "find_profile",
     "gemm_profile",
     "hardware_choice",
@@ -92,9 +108,11 @@ __all__ = [
     "peak_flops",
     "profile_candidates",
     "profile_path",
+    "probe_gemm",
     "profile_to_hardware",
     "read_cpuinfo",
     "resolve_hardware",
     "save_profile",
+    "slow_dtype_line",
     "torch_threads",
 ]

@@ -1,10 +1,13 @@
-"""What the device is: its name, its CPU flags and whether it computes bf16 natively.
+"""What the device is and what it computes natively: its name, its CPU flags or CUDA compute
+capability, and the dtypes it runs on hardware units (`DeviceCapabilities.native`).
 
-On a CPU, bf16 matmuls are native with AVX512-BF16 (`avx512_bf16`) or AMX (`amx_bf16`) in
-/proc/cpuinfo's flags; without them torch emulates bf16 through fp32 conversions, about 270 times
-slower than fp32, so a default measurement skips bf16 there (`DeviceCapabilities.dtypes`). On CUDA,
-`torch.cuda.is_bf16_supported()` decides (Ampere and later). The cpuinfo parsing works on given text
-(`parse_cpuinfo`), so it is testable without the machine; torch is imported only for CUDA.
+CPU (x86, /proc/cpuinfo flags): fp32 is always native (AVX2 / AVX-512 FMA); bf16 matmuls are native
+with AVX512-BF16 (`avx512_bf16`) or AMX (`amx_bf16`); without them torch emulates bf16 through fp32
+conversions, measured about 270 times slower than fp32 on an AVX2-only EPYC. fp16 is never used on a
+CPU. CUDA (compute capability major.minor): fp32 and fp16 always, tf32 and bf16 from 8.0 (Ampere),
+fp8 from 8.9 (Ada, Hopper). A default measurement times only native dtypes (`DeviceCapabilities.dtypes`).
+The cpuinfo parsing works on given text (`parse_cpuinfo`) and the CUDA rules on a given capability
+(`cuda_capabilities`), so both are testable without the machine; torch is imported only for CUDA.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from depthwidth.errors import UserError
 DEVICE_KINDS = ("cpu", "cuda")
 #: /proc/cpuinfo flags that make bf16 matmuls native on x86 CPUs
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+#: the CPU flags a capability line reports (vector width and the matrix units)
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16")
+#: CUDA compute capability from which a dtype is native (fp16 and fp32 always)
+CUDA_NATIVE_FROM = {"tf32": (8, 0), "bf16": (8, 0), "fp8": (8, 9)}
 CPUINFO = Path("/proc/cpuinfo")
 
 
@@ -40,12 +47,16 @@ class DeviceCapabilities:
         bf16_native: bf16 matmuls run on hardware units (CPU: a flag of BF16_CPU_FLAGS; CUDA:
             torch.cuda.is_bf16_supported()); False means emulated, about 270x slower than fp32 on CPU.
         flags: the CPU flags (empty for CUDA).
+        compute_capability: CUDA (major, minor); None on CPU (or a CUDA device described by name only).
+        index: the CUDA device index (0 on CPU).
     """
 
     device: str
     name: str
     bf16_native: bool
     flags: frozenset[str] = field(default=frozenset(), repr=False)
+    compute_capability: tuple[int, int] | None = None
+    index: int = 0
 
     def __post_init__(self) -> None:
         if self.device not in DEVICE_KINDS:
@@ -53,11 +64,40 @@ class DeviceCapabilities:
         object.__setattr__(self, "flags", frozenset(self.flags))
 
     @property
+    def native(self) -> frozenset[str]:
+        """The dtypes this device computes on hardware units (module docstring). A CUDA device known
+        by name only (no compute capability) counts tf32 as native exactly when bf16 is (both Ampere)."""
+        if self.device == "cpu":
+            return frozenset({"fp32", *(("bf16",) if self.bf16_native else ())})
+        cc = self.compute_capability
+        out = {"fp32", "fp16", *(("bf16",) if self.bf16_native else ())}
+        if cc is None:
+            return frozenset(out | ({"tf32"} if self.bf16_native else set()))
+        return frozenset(out | {d for d, since in CUDA_NATIVE_FROM.items() if tuple(cc) >= since})
+
+    def is_native(self, dtype: str) -> bool:
+        return dtype in self.native
+
+    @property
     def dtypes(self) -> tuple[str, ...]:
-        """The dtypes a default measurement times: CPU fp32 (+ bf16 where native); CUDA fp32, tf32,
-        bf16 (where supported) and fp16. fp16 is never timed on CPU (about 1 GFLOP/s there)."""
-        bf16 = ("bf16",) if self.bf16_native else ()
-        return ("fp32", *bf16) if self.device == "cpu" else ("fp32", "tf32", *bf16, "fp16")
+        """The dtypes a default measurement times: CPU fp32 (+ bf16 where native); CUDA fp32, tf32
+        (where native), bf16 (where native) and fp16. fp16 is never timed on CPU (about 1 GFLOP/s there)."""
+        order = ("fp32", "bf16") if self.device == "cpu" else ("fp32", "tf32", "bf16", "fp16")
+        return tuple(d for d in order if d in self.native)
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """What makes the dtypes native: CPU flags of CPU_FEATURES present; CUDA `sm_XY`."""
+        if self.device == "cpu":
+            return tuple(f for f in CPU_FEATURES if f in self.flags)
+        cc = self.compute_capability
+        return (f"sm_{cc[0]}{cc[1]}",) if cc else ()
+
+    def describe(self) -> str:
+        """One line: name, what it has, the native dtypes (what `depthwidth hw measure` prints)."""
+        has = ", ".join(self.features) or ("no AVX2" if self.device == "cpu" else "compute capability unknown")
+        order = ("fp32", "tf32", "bf16", "fp16", "fp8")
+        return f"{self.name} ({self.device}: {has}); native: {', '.join(d for d in order if d in self.native)}"
 
 
 def device_kind(device: Any) -> str:
@@ -86,10 +126,11 @@ def parse_cpuinfo(text: str) -> CpuInfo:
     return CpuInfo(model_name=name, flags=flags or frozenset())
 
 
-def read_cpuinfo(path: Path = CPUINFO) -> CpuInfo:
-    """`parse_cpuinfo` of this machine's /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+def read_cpuinfo(path: Path | None = None) -> CpuInfo:
+    """`parse_cpuinfo` of this machine's /proc/cpuinfo (`CPUINFO`, read at call time, so a test may
+    point it at another machine's text; empty where there is none, e.g. macOS)."""
     try:
-        return parse_cpuinfo(path.read_text())
+        return parse_cpuinfo(Path(path if path is not None else CPUINFO).read_text())
     except OSError:
         return CpuInfo(model_name="", flags=frozenset())
 
@@ -102,17 +143,37 @@ def cpu_capabilities(info: CpuInfo | None = None) -> DeviceCapabilities:
                               flags=info.flags)
 
 
+def cuda_capabilities(name: str, compute_capability: tuple[int, int], *, index: int = 0) -> DeviceCapabilities:
+    """The capabilities of a CUDA device of that name and compute capability (module docstring)."""
+    cc = (int(compute_capability[0]), int(compute_capability[1]))
+    return DeviceCapabilities(device="cuda", name=name, bf16_native=cc >= CUDA_NATIVE_FROM["bf16"],
+                              compute_capability=cc, index=index)
+
+
+def cuda_index(device: Any, count: int) -> int:
+    """The GPU index of "cuda" (0) or "cuda:N", checked against the `count` GPUs torch sees: a
+    UserError naming the device and what exists otherwise."""
+    text = str(device)
+    kind, _, index = text.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise UserError(f"device={text!r} is not allowed; expected cpu, cuda or cuda:N")
+    if count < 1:
+        raise UserError(f"device={text!r} but torch sees no CUDA device; use device='cpu' or 'auto'")
+    n = int(index) if index else 0
+    if n >= count:
+        which = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
+        raise UserError(f"device={text!r}: there is no GPU {n}; torch sees {count} ({which})")
+    return n
+
+
 def capabilities(device: Any = "cpu") -> DeviceCapabilities:
     """The capabilities of `device` ("cpu", "cuda", "cuda:N" or a torch.device)."""
     if device_kind(device) == "cpu":
         return cpu_capabilities()
     import torch
 
-    if not torch.cuda.is_available():
-        raise UserError(f"device={str(device)!r} but torch sees no CUDA device")
-    index = torch.device(str(device)).index or 0
-    return DeviceCapabilities(device="cuda", name=torch.cuda.get_device_name(index),
-                              bf16_native=bool(torch.cuda.is_bf16_supported()))
+    index = cuda_index(device, torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    return cuda_capabilities(torch.cuda.get_device_name(index), torch.cuda.get_device_capability(index), index=index)
 
 
 def device_name(device: Any = "cpu") -> str:
@@ -121,6 +182,7 @@ def device_name(device: Any = "cpu") -> str:
 
 
 __all__ = [
-    "BF16_CPU_FLAGS", "DEVICE_KINDS", "CpuInfo", "DeviceCapabilities", "capabilities", "cpu_capabilities",
-    "device_kind", "device_name", "parse_cpuinfo", "read_cpuinfo",
+    "BF16_CPU_FLAGS", "CPU_FEATURES", "CUDA_NATIVE_FROM", "DEVICE_KINDS", "CpuInfo", "DeviceCapabilities",
+    "capabilities", "cpu_capabilities", "cuda_capabilities", "cuda_index", "device_kind", "device_name",
+    "parse_cpuinfo", "read_cpuinfo",
 ]

@@ -48,14 +48,16 @@ def peak_flops(*, dtype: str, device: Any = "cpu", threads: int | None = None,
     from depthwidth.machine.measure import gemm_profile, measure_gemm
 
     threads = threads if threads is not None else torch.get_num_threads()
-    machine = ProfileMatch(threads=threads, device=device_kind(device), device_name=device_name(device),
+    kind, name = device_kind(device), device_name(device)
+    # a CUDA profile is one per GPU model whatever the CPU threads (paths.profile_path)
+    machine = ProfileMatch(threads=threads if kind == "cpu" else None, device=kind, device_name=name,
                            torch_version=torch.__version__, full=True)
     found = find_profile(replace(machine, dtypes=(dtype,)), cache=cache_dir)
     if found is not None:
         return PeakFlops(flops_per_s=float(found[1].peak_flops[dtype]), source=f"profile:{found[0]}")
     gemm = measure_gemm(dtype=dtype, device=device, n=n, repeat=5, min_seconds=0.25)
     same_machine = find_profile(machine, cache=cache_dir)
-    target = profile_path(threads=threads, cache=cache_dir)
+    target = profile_path(threads=threads, cache=cache_dir, device=kind, device_name=name)
     if same_machine is not None and same_machine[0] == target:
         profile = same_machine[1].with_gemm(gemm, created=utc_now())
     else:

@@ -3,6 +3,11 @@ bandwidth, fixed cost per op), kept as JSON with one atomic write, and its conve
 `depthwidth.shapes.hardware.HardwareSpec` that the roofline and the planner use. No torch here:
 reading a profile never imports it (the measurement is `depthwidth.machine.measure`).
 
+A dtype the device only emulates (`device.DeviceCapabilities.native`) is timed on a small probe GEMM
+only; its probe row is its peak and `emulated[dtype]` says how many times slower than fp32 it ran.
+Fields a later version adds are ignored when read (a newer profile still loads); fields this version
+added have defaults (an older profile still loads).
+
 A profile is either complete (what `depthwidth hw measure` writes: GEMMs, copy bandwidth and per-op
 cost) or GEMM-only (`copy_bandwidth` and `op_overhead_s` null: what the MFU peak lookup writes when
 it had to time a GEMM itself). Both are the same schema-1 JSON written by earlier versions.
@@ -13,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
@@ -22,7 +27,7 @@ from typing import Any
 from depthwidth.errors import UserError
 from depthwidth.files import read_json
 from depthwidth.machine.device import DEVICE_KINDS
-from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec
+from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec, match_gpu
 
 SCHEMA = 1
 CPU_DTYPES = ("fp32", "bf16")
@@ -78,6 +83,8 @@ class HardwareProfile:
         op_overhead_s: fixed seconds per op, None in a GEMM-only profile.
         op_overheads: seconds per call of each tiny op timed (and "eager_block_op" when measured).
         mem_capacity: bytes of device memory; torch_version, created (UTC ISO time), quick.
+        emulated: dtype -> times slower than fp32 on the probe GEMM, for each dtype timed that the
+            device only emulates (its peak is the probe's rate, never an n=2048 timing).
     """
 
     device: str
@@ -92,6 +99,7 @@ class HardwareProfile:
     torch_version: str
     created: str
     quick: bool = False
+    emulated: Mapping[str, float] = field(default_factory=dict)
     schema: int = SCHEMA
 
     def __post_init__(self) -> None:
@@ -114,6 +122,12 @@ class HardwareProfile:
         object.__setattr__(self, "gemm", tuple(self.gemm))
         object.__setattr__(self, "peak_flops", MappingProxyType(dict(self.peak_flops)))
         object.__setattr__(self, "op_overheads", MappingProxyType(dict(self.op_overheads)))
+        if not isinstance(self.emulated, Mapping) or not all(
+                d in DTYPES and not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0
+                for d, v in self.emulated.items()):
+            raise UserError(f"emulated={dict(self.emulated) if isinstance(self.emulated, Mapping) else self.emulated!r}"
+                            ": expected dtype -> slowdown > 0")
+        object.__setattr__(self, "emulated", MappingProxyType(dict(self.emulated)))
 
     @property
     def complete(self) -> bool:
@@ -142,18 +156,21 @@ class HardwareProfile:
             "quick": self.quick, "peak_flops": dict(self.peak_flops), "copy_bandwidth": self.copy_bandwidth,
             "op_overhead_s": self.op_overhead_s, "op_overheads": dict(self.op_overheads),
             "mem_capacity": self.mem_capacity, "gemm": [g.to_dict() for g in self.gemm],
+            **({"emulated": dict(self.emulated)} if self.emulated else {}),  # (absent: the layout of before)
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HardwareProfile:
         if not isinstance(data, Mapping):
             raise UserError(f"expected a JSON object, got {type(data).__name__}")
-        data = dict(data)
+        known = set(cls.__dataclass_fields__)
+        data = {k: v for k, v in data.items() if k in known}  # a later version's added fields are ignored
         gemm = data.pop("gemm", [])
         if not isinstance(gemm, list) or not all(isinstance(g, Mapping) for g in gemm):
             raise UserError("field 'gemm' must be a list of objects")
         try:
-            results = tuple(GemmResult(**g) for g in gemm)
+            row_fields = set(GemmResult.__dataclass_fields__)
+            results = tuple(GemmResult(**{k: v for k, v in g.items() if k in row_fields}) for g in gemm)
             return cls(gemm=results, **data)
         except TypeError as exc:
             raise UserError(f"missing or unknown field: {exc}") from None
@@ -186,15 +203,10 @@ def load_profile(path: str | os.PathLike) -> HardwareProfile:
 
 # ---- conversion to the pure spec ----------------------------------------------------------------
 def _table_row(name: str, capacity: float) -> HardwareSpec | None:
-    """The HARDWARE row of a GPU name, for the numbers a single-device run cannot measure (links)."""
-    key = name.lower()
-    for token, row in (("h200", "h200"), ("h100", "h100-sxm"), ("l4", "l4"), ("4090", "rtx-4090"),
-                       ("mi300x", "mi300x")):
-        if token in key:
-            return HARDWARE[row]
-    if "a100" in key:
-        return HARDWARE["a100-80gb" if capacity > 50e9 else "a100-40gb"]
-    return None
+    """The HARDWARE row of a GPU name (`shapes.hardware.match_gpu`: exact about the variant), for the
+    numbers a single-device run cannot measure (links)."""
+    row = match_gpu(name, mem_capacity=capacity)
+    return HARDWARE[row] if row is not None else None
 
 
 def profile_to_hardware(profile: HardwareProfile, *, gemm_path: str = "best") -> HardwareSpec:

@@ -51,10 +51,11 @@ class ProfileMatch:
 
 def find_profile(match: ProfileMatch, *, cache: str | os.PathLike | None = None,
                  strict: bool = False) -> tuple[Path, HardwareProfile] | None:
-    """The first candidate file (`profile_candidates(threads=match.threads)`) holding a profile that
-    `match` accepts, with its path; None if there is none. A file that is not a valid profile is
+    """The first candidate file (`profile_candidates` of the match's threads, device and device
+    name) holding a profile that `match` accepts, with its path; None if there is none. A file that is not a valid profile is
     skipped (it is replaced when a new measurement is saved), or raised (UserError) when `strict`."""
-    for path in profile_candidates(threads=match.threads, cache=cache):
+    for path in profile_candidates(threads=match.threads, cache=cache, device=match.device,
+                                   device_name=match.device_name or ""):
         if not path.is_file():
             continue
         try:

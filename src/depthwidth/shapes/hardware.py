@@ -19,6 +19,7 @@ Conventions of every row:
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -210,6 +211,40 @@ _ROWS = (
                "PCIe 4.0 x16, no NVLink",
     ),
     HardwareSpec(
+        name="h100-pcie", label="NVIDIA H100 PCIe 80GB", kind="gpu",
+        peak_flops={"fp32": 51.2 * T, "tf32": 378 * T, "bf16": 756.5 * T, "fp16": 756.5 * T,
+                    "fp8": 1513 * T, "int8": 1513 * T},
+        mem_bandwidth=2.0e12, mem_capacity=80 * GB, link_bandwidth=300 * GB, **_HOPPER,
+        source="NVIDIA H100 Tensor Core GPU datasheet (PCIe, dense = half the sparse rates; HBM2e 2 TB/s); "
+               "NVLink bridge 600 GB/s bidirectional",
+    ),
+    HardwareSpec(
+        name="h100-nvl", label="NVIDIA H100 NVL 94GB", kind="gpu",
+        peak_flops={"fp32": 60 * T, "tf32": 417.5 * T, "bf16": 835.5 * T, "fp16": 835.5 * T,
+                    "fp8": 1670.5 * T, "int8": 1670.5 * T},
+        mem_bandwidth=3.9e12, mem_capacity=94 * GB, link_bandwidth=300 * GB, **_HOPPER,
+        source="NVIDIA H100 Tensor Core GPU datasheet (NVL, dense = half the sparse rates; HBM3 3.9 TB/s); "
+               "NVLink bridge 600 GB/s bidirectional",
+    ),
+    HardwareSpec(
+        name="l40", label="NVIDIA L40 48GB", kind="gpu",
+        peak_flops={"fp32": 90.5 * T, "tf32": 90.5 * T, "bf16": 181.05 * T, "fp16": 181.05 * T,
+                    "fp8": 362 * T, "int8": 362 * T},
+        mem_bandwidth=864 * GB, mem_capacity=48 * GB, link_bandwidth=32 * GB,
+        flops_efficiency=0.7, bandwidth_efficiency=0.85, train_mfu=0.35, **_PCIE,
+        source="NVIDIA L40 GPU datasheet (dense = half the starred sparse rates; GDDR6 864 GB/s); "
+               "PCIe 4.0 x16, no NVLink",
+    ),
+    HardwareSpec(
+        name="l40s", label="NVIDIA L40S 48GB", kind="gpu",
+        peak_flops={"fp32": 91.6 * T, "tf32": 183 * T, "bf16": 362.05 * T, "fp16": 362.05 * T,
+                    "fp8": 733 * T, "int8": 733 * T},
+        mem_bandwidth=864 * GB, mem_capacity=48 * GB, link_bandwidth=32 * GB,
+        flops_efficiency=0.7, bandwidth_efficiency=0.85, train_mfu=0.35, **_PCIE,
+        source="NVIDIA L40S GPU datasheet (dense = half the starred sparse rates; GDDR6 864 GB/s); "
+               "PCIe 4.0 x16, no NVLink",
+    ),
+    HardwareSpec(
         name="rtx-4090", label="NVIDIA GeForce RTX 4090 24GB", kind="gpu",
         peak_flops={"fp32": 82.6 * T, "tf32": 82.6 * T, "bf16": 165.2 * T, "fp16": 165.2 * T,
                     "fp8": 330.3 * T, "int8": 660.6 * T},
@@ -245,8 +280,46 @@ assert len(HARDWARE) == len(_ROWS), "duplicate hardware name"
 ALIASES: Mapping[str, str] = MappingProxyType({
     "h100": "h100-sxm", "h100-sxm5": "h100-sxm", "h200-sxm": "h200", "a100": "a100-80gb",
     "a100-40": "a100-40gb", "a100-80": "a100-80gb", "4090": "rtx-4090", "rtx4090": "rtx-4090",
-    "mi300": "mi300x",
+    "mi300": "mi300x", "h100-pcie5": "h100-pcie", "h100pcie": "h100-pcie", "l40-s": "l40s",
 })
+
+#: (pattern on the GPU name torch reports, table row), first match wins; the patterns are exact
+#: about the variant: 'L4' is never L40 or L40S, an H100 is SXM only when nothing says PCIe or NVL.
+#: Names as torch.cuda.get_device_name reports them, e.g. "NVIDIA H100 80GB HBM3" (SXM5),
+#: "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA A100-SXM4-40GB", "NVIDIA A100 80GB PCIe",
+#: "NVIDIA L40S", "NVIDIA GeForce RTX 4090", "AMD Instinct MI300X".
+GPU_NAMES: tuple[tuple[str, str], ...] = (
+    (r"\bh200\b", "h200"),
+    (r"\bh100\b.*\bnvl\b", "h100-nvl"),
+    (r"\bh100\b.*\bpcie\b", "h100-pcie"),
+    (r"\bh100\b", "h100-sxm"),
+    (r"\bl40s\b", "l40s"),
+    (r"\bl40\b", "l40"),
+    (r"\bl4\b", "l4"),
+    (r"\brtx 4090\b", "rtx-4090"),
+    (r"\bmi300x\b", "mi300x"),
+)
+
+
+def match_gpu(name: str, *, mem_capacity: float | None = None) -> str | None:
+    """The HARDWARE row of a GPU as its driver names it, or None when the table has no row for it
+    (a variant the table lacks is None, never a near row). An A100 is told apart by its memory:
+    the name's "40GB"/"80GB", else `mem_capacity` (bytes); a PCIe A100 is not in the table."""
+    key = " ".join(re.sub(r"[-_]", " ", str(name).lower()).split())
+    if re.search(r"\ba100\b", key):
+        if "pcie" in key:
+            return None
+        if re.search(r"\b80\s?gb\b", key):
+            return "a100-80gb"
+        if re.search(r"\b40\s?gb\b", key):
+            return "a100-40gb"
+        return None if mem_capacity is None else ("a100-80gb" if mem_capacity > 50e9 else "a100-40gb")
+    if re.search(r"\bh200\b.*\bnvl\b", key):
+        return None  # the H200 NVL (a PCIe card, lower power and clocks) is not the SXM row
+    for pattern, row in GPU_NAMES:
+        if re.search(pattern, key):
+            return row
+    return None
 
 
 def get_hardware(name: str) -> HardwareSpec:
@@ -265,4 +338,5 @@ def get_hardware(name: str) -> HardwareSpec:
     raise UserError(f"unknown hardware {name!r}{hint} (known: {', '.join(HARDWARE)})")
 
 
-__all__ = ["DTYPES", "DTYPE_BYTES", "HARDWARE", "HardwareSpec", "dtype_bytes", "get_hardware"]
+__all__ = ["DTYPES", "DTYPE_BYTES", "GPU_NAMES", "HARDWARE", "HardwareSpec", "dtype_bytes", "get_hardware",
+           "match_gpu"]

@@ -9,18 +9,21 @@ import torch
 
 from depthwidth.data.dataset import Dataset
 from depthwidth.errors import UserError
-from depthwidth.machine import check_fits
+from depthwidth.machine import check_dtype, check_fits, cuda_index
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.train.config import TrainConfig
 
 
 def resolve_device(config: TrainConfig) -> torch.device:
-    if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise UserError("device='cuda' but no CUDA device is available; use device='cpu' or 'auto'")
-    return torch.device(config.device)
+    """The torch device of `config.device`: "auto" is cuda:0 when torch sees a GPU, else the CPU;
+    "cuda" is cuda:0; "cuda:N" must name a GPU torch sees (a UserError saying how many there are)."""
+    device = config.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return torch.device("cpu")
+    return torch.device("cuda", cuda_index(device, torch.cuda.device_count() if torch.cuda.is_available() else 0))
 
 
 def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device: torch.device) -> None:
@@ -28,6 +31,7 @@ def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device
         if device.type == "cpu":
             raise UserError("dtype='fp16' is refused on CPU (about 1 GFLOP/s there); use dtype='bf16' or 'fp32'")
         raise UserError("dtype='fp16' needs loss scaling, which this trainer does not do; use dtype='bf16'")
+    check_dtype(config.dtype, device=device, allowed=config.allow_slow_dtype)
     if config.seq_len > shape.max_seq_len:
         raise UserError(
             f"seq_len={config.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len} "
