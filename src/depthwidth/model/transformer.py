@@ -3,6 +3,9 @@
 Covers every option of `Shape`: pre- or post-norm blocks, learned / rotary / no positions,
 GELU (tanh) / ReLU / SwiGLU MLPs, LayerNorm / RMSNorm, biases as configured, GQA/MQA, tied or
 untied head (or none), GPT-NeoX parallel residual, GPT-2 depth-scaled residual init.
+A parametrization (`depthwidth.shapes.parametrization.Multipliers`: muP, CompleteP, depth-muP) sets the
+init stds, the residual-branch multiplier, the output-logit multiplier and the attention scale; SP, the
+default, applies none of them (no extra op), so SP numbers are those of the model before parametrizations.
 Attention runs through PyTorch's fused `scaled_dot_product_attention` ("sdpa") or an explicit
 eager path ("eager") whose ops FLOP counters and saved-tensor hooks can see one by one.
 
@@ -19,6 +22,7 @@ from torch import nn
 
 from depthwidth.model.cache import KVCache
 from depthwidth.model.kernels import ATTN_IMPLS
+from depthwidth.shapes.parametrization import Multipliers, multipliers
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 
@@ -46,11 +50,12 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    def __init__(self, shape: Shape, *, attn_impl: str, dropout: float) -> None:
+    def __init__(self, shape: Shape, *, attn_impl: str, dropout: float, scale: float | None = None) -> None:
         super().__init__()
         self.shape = shape
         self.attn_impl = attn_impl
         self.dropout = dropout
+        self.scale = scale  # of q.k; None: 1/sqrt(head_dim) (muP/CompleteP: 1/head_dim)
         self.qkv = nn.Linear(shape.d_model, shape.q_dim + 2 * shape.kv_dim, bias=shape.qkv_bias)
         self.out = nn.Linear(shape.q_dim, shape.d_model, bias=shape.linear_bias)
         self.out.residual_out = True  # marks depth-scaled init
@@ -89,14 +94,16 @@ class Attention(nn.Module):
             causal = False
         p = self.dropout if self.training else 0.0
         if self.attn_impl == "sdpa":
+            extra = {} if self.scale is None else {"scale": self.scale}
             return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, enable_gqa=s.n_kv_heads != s.n_heads
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal, enable_gqa=s.n_kv_heads != s.n_heads, **extra
             )
         if s.n_kv_heads != s.n_heads:
             rep = s.n_heads // s.n_kv_heads
             k = k.repeat_interleave(rep, dim=1)  # (B, Hq, S, Dh)
             v = v.repeat_interleave(rep, dim=1)
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(s.head_dim))  # (B, Hq, T, S)
+        scale = 1.0 / math.sqrt(s.head_dim) if self.scale is None else self.scale
+        scores = (q @ k.transpose(-2, -1)) * scale  # (B, Hq, T, S)
         if causal:
             mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
         if mask is not None:
@@ -127,29 +134,43 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, shape: Shape, *, attn_impl: str, dropout: float) -> None:
+    def __init__(self, shape: Shape, *, attn_impl: str, dropout: float, attn_scale: float | None = None,
+                 residual_mult: float = 1.0) -> None:
         super().__init__()
         self.shape = shape
+        self.residual_mult = residual_mult  # CompleteP / depth-muP: m_L^-alpha on each branch
         self.norm1 = make_norm(shape)
-        self.attn = Attention(shape, attn_impl=attn_impl, dropout=dropout)
+        self.attn = Attention(shape, attn_impl=attn_impl, dropout=dropout, scale=attn_scale)
         self.norm2 = make_norm(shape)
         self.mlp = MLP(shape, dropout=dropout)
 
+    def _branch(self, y: torch.Tensor) -> torch.Tensor:
+        return y if self.residual_mult == 1.0 else y * self.residual_mult
+
     def forward(self, x: torch.Tensor, *, rope, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
         if self.shape.norm_position == "post":  # nn.TransformerEncoderLayer(norm_first=False)
-            x = self.norm1(x + self.attn(x, rope=rope, cache=cache, layer=layer))
-            return self.norm2(x + self.mlp(x))
+            x = self.norm1(x + self._branch(self.attn(x, rope=rope, cache=cache, layer=layer)))
+            return self.norm2(x + self._branch(self.mlp(x)))
         if self.shape.parallel_residual:  # GPT-NeoX: both branches read the same input
+            if self.residual_mult != 1.0:
+                return x + (self.attn(self.norm1(x), rope=rope, cache=cache, layer=layer)
+                            + self.mlp(self.norm2(x))) * self.residual_mult
             return x + self.attn(self.norm1(x), rope=rope, cache=cache, layer=layer) + self.mlp(self.norm2(x))
-        x = x + self.attn(self.norm1(x), rope=rope, cache=cache, layer=layer)
-        return x + self.mlp(self.norm2(x))
+        x = x + self._branch(self.attn(self.norm1(x), rope=rope, cache=cache, layer=layer))
+        return x + self._branch(self.mlp(self.norm2(x)))
 
 
 class Transformer(nn.Module):
-    """The language model of a `Shape`. `forward(idx, targets)` returns (logits, loss)."""
+    """The language model of a `Shape`. `forward(idx, targets)` returns (logits, loss). `scaling` is the
+    run's parametrization (`depthwidth.shapes.parametrization.multipliers`); None is SP with `init_std`."""
 
-    def __init__(self, shape: Shape, *, attn_impl: str = "sdpa", dropout: float = 0.0, init_std: float = 0.02):
+    def __init__(self, shape: Shape, *, attn_impl: str = "sdpa", dropout: float = 0.0, init_std: float = 0.02,
+                 scaling: Multipliers | None = None):
         super().__init__()
+        if scaling is None:
+            scaling = multipliers("sp", d_model=shape.d_model, n_layers=shape.n_layers, head_dim=shape.head_dim,
+                                  init_std=init_std)
+        self.scaling = scaling
         if attn_impl not in ATTN_IMPLS:
             raise ValueError(f"attn_impl={attn_impl!r} is not allowed; expected one of {', '.join(ATTN_IMPLS)}")
         if not 0.0 <= dropout < 1.0:
@@ -158,7 +179,8 @@ class Transformer(nn.Module):
         self.embed = nn.Embedding(shape.vocab_size, shape.d_model)
         self.pos_embed = nn.Embedding(shape.max_seq_len, shape.d_model) if shape.pos == "learned" else None
         self.dropout = dropout
-        self.blocks = nn.ModuleList(Block(shape, attn_impl=attn_impl, dropout=dropout) for _ in range(shape.n_layers))
+        self.blocks = nn.ModuleList(Block(shape, attn_impl=attn_impl, dropout=dropout, attn_scale=scaling.attn_scale,
+                                          residual_mult=scaling.residual_mult) for _ in range(shape.n_layers))
         self.final_norm = make_norm(shape) if shape.final_norm else None
         self.head = None
         if shape.lm_head and not shape.tie_embeddings:
@@ -167,21 +189,26 @@ class Transformer(nn.Module):
             cos, sin = rope_tables(shape)
             self.register_buffer("rope_cos", cos, persistent=False)
             self.register_buffer("rope_sin", sin, persistent=False)
-        self.init_weights(std=init_std)
+        self.init_weights()
 
-    def init_weights(self, *, std: float = 0.02) -> None:
-        """Normal(0, std) weights, zero biases, unit norms; residual output projections get
-        std / sqrt(2 * n_layers) (GPT-2, Radford et al. 2019, sec. 2.3)."""
+    def init_weights(self) -> None:
+        """Normal weights, zero biases, unit norms. SP: std 0.02 everywhere except the residual output
+        projections, std / sqrt(2 * n_layers) (GPT-2, Radford et al. 2019, sec. 2.3); a parametrization sets
+        the std of the embeddings and head, of the block matrices and of the residual output projections."""
         if self.embed.weight.is_meta:
             return
-        resid_std = std / math.sqrt(2 * self.shape.n_layers)
+        s = self.scaling
         for module in self.modules():
             if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, 0.0, resid_std if getattr(module, "residual_out", False) else std)
+                if module is self.head:
+                    std = s.embed_init_std
+                else:
+                    std = s.residual_out_init_std if getattr(module, "residual_out", False) else s.hidden_init_std
+                nn.init.normal_(module.weight, 0.0, std)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, 0.0, std)
+                nn.init.normal_(module.weight, 0.0, s.embed_init_std)
             elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
                 module.reset_parameters()
 
@@ -217,6 +244,8 @@ class Transformer(nn.Module):
             x = self.final_norm(x)
         if not self.shape.lm_head:
             return x, None  # encoder without a head: the hidden states
+        if self.scaling.logit_mult != 1.0:  # muP/CompleteP: logits / m_N (scaled before the head, as the reference)
+            x = x * self.scaling.logit_mult
         # the head is called as a module so that a quantized replacement (int8 dynamic) works too
         logits = F.linear(x, self.embed.weight) if self.head is None else self.head(x)  # (B, T, V)
         loss = None

@@ -38,7 +38,7 @@ from depthwidth.train.evaluate import evaluate, position_buckets
 from depthwidth.train.init_from import check_resumed_init, read_init
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
 from depthwidth.train.probe_eval import probe_accuracy
-from depthwidth.train.optim import make_optimizer
+from depthwidth.train.optim import make_optimizer, run_multipliers
 from depthwidth.train.result import TrainProgress, TrainResult
 from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
 from depthwidth.train.setup import check_compatible, execution_settings, resolve_device
@@ -100,7 +100,8 @@ class _Run:
     # ---- setup --------------------------------------------------------------------------------
     def _build(self, payload) -> int:
         torch.manual_seed(self.config.seed)
-        self.model = Transformer(self.shape, attn_impl=self.config.attn_impl, dropout=self.config.dropout)
+        self.model = Transformer(self.shape, attn_impl=self.config.attn_impl, dropout=self.config.dropout,
+                                 scaling=run_multipliers(self.shape, self.config))
         self.model.to(self.device).train()
         self.n_params = sum(p.numel() for p in self.model.parameters())
         expected = count_params(self.shape).total
@@ -129,7 +130,7 @@ class _Run:
         cfg = self.config
         lr = lr_at(cfg, step)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)  # the parametrization's factor (1 under SP)
         positions = self.stream.positions(step)
         self.hasher.update(positions)
         x, y = gather_windows(self.stream.tokens, positions, cfg.seq_len)  # (B, T) each

@@ -1,25 +1,65 @@
-"""The optimizer of a run: its parameter groups (which tensors decay) and AdamW built from them.
-Every per-parameter setting of a run is decided here, in one place."""
+"""The optimizer of a run: its parameter groups (which tensors decay, and each tensor's learning-rate,
+weight-decay and eps factors under the run's parametrization) and AdamW built from them. Every
+per-parameter setting of a run is decided here, in one place.
+
+Each group carries `lr_scale`: the trainer sets `group["lr"] = lr_at(step) * group["lr_scale"]`. Under SP
+every factor is 1 and the groups are the two they always were (decayed matrices, then the rest, in module
+order), so SP runs are bit-identical to runs before parametrizations existed.
+"""
 
 from __future__ import annotations
 
 import torch
 
+from depthwidth.shapes.parametrization import Multipliers, multipliers
+from depthwidth.shapes.shape import Shape
 from depthwidth.train.config import TrainConfig
 
 #: Parameters whose names end like this are embeddings (not decayed unless decay_embeddings).
 EMBEDDING_PARAMS = ("embed.weight", "pos_embed.weight")
 
 
+def run_multipliers(shape: Shape, config: TrainConfig) -> Multipliers:
+    """The multipliers of `config.parametrization` for `shape` (base sizes from the config; None = the
+    shape's own). Raises UserError for a scheme the shape cannot take (depth scaling of post-norm blocks)."""
+    return multipliers(config.parametrization, d_model=shape.d_model, n_layers=shape.n_layers,
+                       head_dim=shape.head_dim, base_width=config.base_width, base_depth=config.base_depth,
+                       norm_position=shape.norm_position)
+
+
+def param_role(name: str, p: torch.nn.Parameter) -> str:
+    """Which `depthwidth.shapes.parametrization.ROLES` group a parameter of `Transformer` belongs to."""
+    if name in EMBEDDING_PARAMS:
+        return "embedding"
+    if name.startswith("blocks."):
+        return "hidden" if p.dim() >= 2 else "hidden_vector"
+    if name.startswith("final_norm."):
+        return "final_norm"
+    return "head"
+
+
 def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
-    """Matrices decay; norms, biases (1-D) and embeddings (unless decay_embeddings) do not."""
-    decay, no_decay = [], []
+    """Matrices decay; norms, biases (1-D) and embeddings (unless decay_embeddings) do not. Tensors sharing
+    (decay, LR factor, decay factor, eps factor) share a group; decayed groups come first, each group's
+    tensors in module order. The factors are the model's `scaling` (all 1 under SP)."""
+    scaling: Multipliers | None = getattr(model, "scaling", None)
+    keyed: dict[tuple, dict] = {}
     for name, p in model.named_parameters():
-        is_embedding = name in EMBEDDING_PARAMS
-        (decay if p.dim() >= 2 and (config.decay_embeddings or not is_embedding) else no_decay).append(p)
-    return [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        role = param_role(name, p)
+        decays = p.dim() >= 2 and (config.decay_embeddings or role != "embedding")
+        lr_scale = scaling.lr[role] if scaling is not None else 1.0
+        wd = config.weight_decay * (scaling.weight_decay[role] if scaling is not None else 1.0) if decays else 0.0
+        eps = config.eps * (scaling.eps if scaling is not None else 1.0)
+        key = (not decays, lr_scale, wd, eps)
+        group = keyed.setdefault(key, {"params": [], "weight_decay": wd, "lr_scale": lr_scale, "eps": eps,
+                                       "lr": config.lr * lr_scale, "roles": []})
+        group["params"].append(p)
+        if role not in group["roles"]:
+            group["roles"].append(role)
+    return [keyed[k] for k in sorted(keyed, key=lambda k: k[0])]  # stable: decayed first, then first seen
 
 
 def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    kernel = {"foreach": True}  # which AdamW implementation runs (e.g. fused=True on CUDA) is decided here only
     return torch.optim.AdamW(param_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
-                             eps=config.eps, foreach=True)
+                             eps=config.eps, **kernel)

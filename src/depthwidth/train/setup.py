@@ -13,6 +13,7 @@ from depthwidth.machine import check_dtype, check_fits, cuda_index
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.train.config import TrainConfig
+from depthwidth.train.optim import run_multipliers
 
 
 def resolve_device(config: TrainConfig) -> torch.device:
@@ -40,6 +41,7 @@ def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device
         )
     if not shape.lm_head or shape.kind != "decoder":
         raise UserError(f"kind={shape.kind!r}, lm_head={shape.lm_head}: training needs a decoder with an LM head")
+    run_multipliers(shape, config)  # refuses a parametrization the shape cannot take
     check_fits(16 * count_params(shape).total, device=device,
                what=f"training {shape.label()} (fp32 weights, gradients and two AdamW moments)")
     if shape.vocab_size < dataset.vocab_size:
