@@ -141,6 +141,11 @@ def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwr
 
     loaded = load_checkpoint_model(Path(run_dir))
     meta = loaded.meta
+    recorded = meta.get("config")
+    parametrization = recorded.get("parametrization", "sp") if isinstance(recorded, dict) else "sp"
+    if parametrization != "sp":  # its multipliers (residual, logit, 1/head_dim attention) are not in the weights
+        raise UserError(f"{run_dir}: parametrization={parametrization!r} runs cannot be exported yet (their forward "
+                        "multipliers are not folded into the weights); only sp runs export")
     tokenizer = run_tokenizer(meta)
     config = meta["config"]
     probes = tuple(s for s in str(config.get("corpus", "")).split("+") if s.startswith("probe:"))
