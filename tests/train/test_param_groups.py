@@ -63,3 +63,14 @@ def test_one_training_step_moves_each_tensor_by_its_group_lr(name, corpus_file, 
     for pname, p in model.named_parameters():
         moved = (end[pname] - start[pname]).abs().max().item()
         assert moved == pytest.approx(1e-3 * m.lr[param_role(pname, p)], rel=2e-3), pname
+
+
+def test_depth_scaling_of_a_post_norm_shape_is_refused_before_anything_is_written(corpus_file, tmp_path):
+    from depthwidth.errors import UserError
+
+    post = Shape(n_layers=2, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32, norm_position="post")
+    config = TrainConfig(corpus=str(corpus_file), seq_len=32, batch_size=4, steps=1, threads=1, eval_windows=4,
+                         cache_dir=str(tmp_path / "cache"), parametrization="completep")
+    with pytest.raises(UserError, match="parametrization='completep' scales pre-norm residual branches"):
+        train(post, config, out_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -96,9 +96,9 @@ class TrainConfig:
     # parametrization: how init, learning rates and multipliers scale with width and depth
     parametrization: str = setting("sp", "sp (standard), mup (width), completep (width and depth, alpha=1) or "
                                    "depth-mup (alpha=1/2)", group="parametrization", choices=PARAMETRIZATIONS)
-    base_width: int | None = setting(None, "d_model at which the parametrization equals SP (default: the "
+    base_width: int | None = setting(None, "d_model at which the parametrization's LR factors are 1 (default: the "
                                      "shape's own)", group="parametrization", metavar="H")
-    base_depth: int | None = setting(None, "n_layers at which the parametrization equals SP (default: the "
+    base_depth: int | None = setting(None, "n_layers at which the parametrization's LR factors are 1 (default: the "
                                      "shape's own)", group="parametrization", metavar="L")
     # numerics and execution
     dtype: str = setting("fp32", "fp32, or bf16 autocast; fp16 is CUDA only", group="execution", choices=DTYPES)
