@@ -97,3 +97,9 @@ def test_lr_panel_and_exported_fields(lr_report):
     moved = rows[("shapes-completep", "L1-H32-A2")]
     assert (moved["lr_mode"], moved["lr_transfer_from"], moved["best_lr"]) == ("transfer", "L2-H16-A2", 4e-3)
     assert moved["seed_losses"] == pytest.approx([2.95, 2.96]) and moved["parametrization"] == "completep"
+    import csv
+
+    table = {(r["group"], r["shape"]): r for r in csv.DictReader(files.csv.open())}
+    assert table[("shapes-completep", "L1-H32-A2")]["lr_search"] == "transfer from L2-H16-A2"
+    assert table[("shapes-sp", "L1-H32-A2")]["lr_search"] == "search, bracketed"
+    assert float(table[("shapes-sp", "L1-H32-A2")]["lr_optimum"]) == pytest.approx(4e-3, rel=1e-3)

@@ -146,6 +146,7 @@ def test_demo_family_spans_depth_at_half_a_million_parameters():
 
     spec = demo_spec()
     assert spec.data.corpus == "shakespeare" and spec.data.tokenizer == "byte" and spec.lr.trials == 2
+    assert (spec.lr.search, spec.lr.max_trials, spec.seeds) == ("bracket", 3, (0, 1))
     expansion = expand(spec, data=DataInfo(corpus_hash="x", vocab_size=256, train_tokens=10**6))
     shapes = expansion.groups[0].shapes
     assert 4 <= len(shapes) <= 5
@@ -153,4 +154,5 @@ def test_demo_family_spans_depth_at_half_a_million_parameters():
     assert max(depths) >= 4 * min(depths)
     for s in shapes:
         assert abs(count_params(s).non_embedding / 500_000 - 1) <= 0.05
-    assert len(expansion.train_runs) == 2 * len(shapes) and len(expansion.bench_runs) == len(shapes)
+    # the two starting learning rates x two seeds; the search adds the third once they finish
+    assert len(expansion.train_runs) == 2 * 2 * len(shapes) and len(expansion.bench_runs) == len(shapes)

@@ -88,6 +88,11 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         Column(key="target_source", title="source"),
         Column(key="int8_loss_change", title="int8 Δloss", fmt=lambda v: f"{v:+.4f}"),
         Column(key="lr_edge", title="LR at grid edge", note="the best LR is the lowest or highest tried"),
+        Column(key="lr_search", title="LR chosen by",
+               note="grid, bracket (own search, bracketed or not) or transfer (the LR of another shape)"),
+        Column(key="lr_optimum", title="LR optimum (interp.)", fmt=lambda v: f"{v:.3g}",
+               note="vertex of the parabola in log LR through the best trial and its neighbours"),
+        Column(key="parametrization", title="parametrization"),
         Column(key="warnings", title="protocol warnings"),
     ]
     rows = []
@@ -119,13 +124,22 @@ def _row(r: ShapeResult, t: TargetEstimate | None, slices: list[str]) -> dict[st
         "target_source": source,
         "int8_loss_change": r.int8_loss_change,
         "lr_edge": r.lr_edge or "",
+        "lr_search": _lr_search(r), "lr_optimum": r.lr_optimum, "parametrization": r.parametrization,
         "warnings": r.warning or "",
     }
 
 
+def _lr_search(r: ShapeResult) -> str:
+    if r.lr_mode == "transfer" and r.lr_transfer_from not in (None, r.shape_label):
+        return f"transfer from {r.lr_transfer_from}"
+    if r.lr_mode == "grid":
+        return "grid"
+    return "search, bracketed" if r.lr_bracketed else "search, not bracketed"
+
+
 #: the page shows the comparison as two tables: shape and loss, then speed and memory (warnings listed apart)
 LOSS_KEYS = ("group", "shape", "n_layers", "d_model", "params", "non_embedding_params", "aspect_ratio",
-             "train_flops_per_token", "best_lr", "lr_edge", "val_loss", "val_loss_std", "n_seeds", "int8_loss_change")
+             "train_flops_per_token", "best_lr", "lr_edge", "lr_search", "lr_optimum", "val_loss", "val_loss_std", "n_seeds", "int8_loss_change")
 SPEED_KEYS = ("group", "shape", "tokens_per_s", "mfu", "peak_memory_bytes", "measured_prefill_ms",
               "measured_decode_ms", "bench_ratio", "target_prefill_ms", "target_decode_ms", "target_source")
 
