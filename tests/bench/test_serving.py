@@ -134,15 +134,17 @@ def test_timing_statistics() -> None:
         Timing.from_samples([])
 
 
-def _stored_profile(*, threads: int, block: bool = True):
-    """A full, complete profile of this machine at `threads` threads, saved where the bench looks."""
+def _stored_profile(*, threads: int, block: bool = True, small_ops: bool = True):
+    """A full, complete profile of this machine at `threads` threads, saved where the bench looks
+    (`small_ops`: with kernel curves and the per-dispatched-op cost, as this version measures)."""
     from depthwidth.machine import EAGER_BLOCK_OP, HardwareProfile, device_name, profile_path, save_profile
 
-    overheads = {"add": 1e-6, **({EAGER_BLOCK_OP: 4e-6} if block else {})}
+    overheads = {"add": 1e-6, **({EAGER_BLOCK_OP: 4e-6} if block else {}), **({"dispatch_op": 2e-6} if small_ops else {})}
+    curves = {"matmul:fp32": [[1e6, 1e-5]]} if small_ops else {}
     profile = HardwareProfile(
         device="cpu", device_name=device_name("cpu"), threads=threads, gemm=(), peak_flops={"fp32": 1e11, "bf16": 2e11},
         copy_bandwidth=2e10, op_overhead_s=4e-6, op_overheads=overheads, mem_capacity=8e9,
-        torch_version=torch.__version__, created="2026-01-01T00:00:00+00:00",
+        torch_version=torch.__version__, created="2026-01-01T00:00:00+00:00", op_curves=curves,
     )
     return save_profile(profile, profile_path(threads=threads))
 
@@ -158,10 +160,29 @@ def test_measured_hardware_is_the_stored_profile_of_these_threads(tmp_path, monk
     assert path.read_text() == before  # it fitted: nothing measured, nothing rewritten
     result = bench(TINY, BenchConfig(**{**QUICK, "batches": (), "threads": 1}))
     assert result.hardware["name"] == "measured-cpu" and result.hardware["mem_bandwidth"] == 2e10
-    assert bench_hardware("h100", threads=1).name == "h100-sxm"
+    assert spec.dispatch_overhead_s == 2e-6 and spec.op_curves["matmul:fp32"] == ((1e6, 1e-5),)
+    # a GPU row never stands beside a CPU measurement: the bench predicts with the CPU it measures on
+    assert bench_hardware("h100", threads=1).name == "measured-cpu"
+    assert bench_hardware("cpu", threads=1).name == "cpu"
     assert bench_hardware(str(path), threads=1).mem_bandwidth == 2e10
     with pytest.raises(ValueError, match="hardware: unknown hardware 'h900'.*'measured'"):
         bench_hardware("h900", threads=1)
+
+
+def test_a_profile_of_an_earlier_version_gets_its_small_op_costs_once(tmp_path, monkeypatch) -> None:
+    from depthwidth.bench.serving import bench_hardware
+    from depthwidth.machine import load_profile
+
+    monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path))
+    path = _stored_profile(threads=1, small_ops=False)  # an old profile: no curves, no dispatch cost
+    spec = bench_hardware("measured", threads=1)
+    stored = load_profile(path)
+    assert {"matmul:fp32", "attention:fp32", "gelu:fp32", "norm:fp32"} <= set(stored.op_curves)
+    assert 0 < stored.op_overheads["dispatch_op"] < 1e-3 and spec.dispatch_overhead_s == stored.op_overheads["dispatch_op"]
+    assert stored.peak_flops["fp32"] == 1e11 and stored.op_overhead_s == 4e-6  # the rest is kept as it was
+    before = path.read_text()
+    bench_hardware("measured", threads=1)
+    assert path.read_text() == before  # measured once
 
 
 def test_default_lengths_are_cut_to_the_position_table() -> None:

@@ -39,7 +39,7 @@ def test_latency_limit_trades_loss_for_speed():
     assert not rec.candidates[0].feasible and "decode 4 ms > 2 ms" in rec.candidates[0].reasons
     # (3.205 - 3.005) = +0.200 loss; (4.0 - 1.5) / 4.0 = 62% lower latency
     assert rec.trade.startswith("+0.200 loss for 62% lower decode latency")
-    assert "measured on the study's machine" == rec.chosen.target.decode_source
+    assert "measured on cpu (the study's machine)" == rec.chosen.target.decode_source
 
 
 def test_nothing_feasible_names_the_fastest():
@@ -53,7 +53,7 @@ def test_other_hardware_is_predicted_and_says_so():
     rows = _family([[3.0, 3.01], [3.2, 3.21], [3.4, 3.41], [3.6, 3.62]], [4.0, 3.0, 2.5, 2.2])
     rec = recommend(rows, Constraints(hardware="h100"))
     for c in rec.candidates:
-        assert c.target.decode_source == "predicted for h100-sxm"
+        assert c.target.decode_source == "predicted for h100-sxm (eager)"
         assert 0 < c.target.decode_ms < 1.0  # tiny models on an H100: launch-bound, well under a millisecond
     # at equal width budget the deepest shape walks the most layers: predicted slowest on the H100
     by_depth = sorted(rec.candidates, key=lambda c: c.result.n_layers)

@@ -23,7 +23,7 @@ def test_recommend_json_under_a_latency_limit(fixture_study, capsys):
     assert rec["decided_by"] == "loss"
     assert rec["trade"].startswith("+0.17") and "lower decode latency" in rec["trade"]
     chosen = next(c for c in rec["candidates"] if c["label"] == "L2-H128-A8")
-    assert chosen["decode_source"] == "measured on the study's machine" and chosen["feasible"]
+    assert chosen["decode_source"] == "measured on cpu (the study's machine)" and chosen["feasible"]
 
 
 def test_recommend_with_nothing_feasible_exits_1(fixture_study, capsys):

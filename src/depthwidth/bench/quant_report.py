@@ -9,10 +9,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from depthwidth.errors import UserError
 from depthwidth.bench.quantize import quantize_int8, quantized_linear_count
 from depthwidth.bench.results import QuantizationReport
 from depthwidth.bench.target import LoadedTarget
+from depthwidth.errors import UserError
 
 
 def weight_bytes(model: nn.Module) -> int:

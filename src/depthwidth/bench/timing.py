@@ -60,15 +60,43 @@ def time_call(
     repeat: int,
     warmup: int,
     setup: Callable[[], object] | None = None,
+    device: str = "cpu",
 ) -> Timing:
-    """Run `setup()` (untimed) then `fn()` (timed) `warmup + repeat` times; statistics of the last `repeat`."""
+    """Run `setup()` (untimed) then `fn()` (timed) `warmup + repeat` times; statistics of the last `repeat`.
+
+    On a CUDA `device` ("cuda", "cuda:N") each call is timed with CUDA events recorded on the current
+    stream around it and read after a synchronize, so the time is the GPU's, not the launch's;
+    the setup's work is synchronized before the start event. On the CPU, `time.perf_counter`."""
+    cuda = str(device).startswith("cuda")
+    if not cuda:
+        return _time_loop(fn, repeat=repeat, warmup=warmup, setup=setup, cuda=False)
+    import torch
+
+    with torch.cuda.device(torch.device(device)):  # events and synchronize on the benchmarked GPU
+        return _time_loop(fn, repeat=repeat, warmup=warmup, setup=setup, cuda=True)
+
+
+def _time_loop(fn: Callable[[], object], *, repeat: int, warmup: int, setup: Callable[[], object] | None,
+               cuda: bool) -> Timing:
     samples: list[float] = []
+    if cuda:
+        import torch
+
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for i in range(warmup + repeat):
         if setup is not None:
             setup()
-        start = time.perf_counter()
-        fn()
-        elapsed = time.perf_counter() - start
+        if cuda:
+            torch.cuda.synchronize()
+            start_event.record()
+            fn()
+            end_event.record()
+            end_event.synchronize()
+            elapsed = start_event.elapsed_time(end_event) / 1e3  # ms -> s
+        else:
+            start = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - start
         if i >= warmup:
             samples.append(elapsed)
     return Timing.from_samples(samples)

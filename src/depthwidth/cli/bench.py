@@ -30,7 +30,14 @@ def add_parser(subparsers) -> None:
     g.add_argument("--batches", type=int_list, metavar="B,B", help="throughput batch sizes (default 1,4,16,64)")
     g.add_argument("--no-throughput", action="store_true", help="skip the throughput measurement")
     g.add_argument("--new-tokens", type=positive_int, metavar="N", help="tokens generated per sequence (default 16)")
-    g.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="weights and activations (default fp32)")
+    g.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
+                   help="weights and activations (default fp32; fp16 on CUDA only)")
+    g.add_argument("--device", default="cpu", metavar="DEV",
+                   help="cpu (default), cuda, cuda:N or auto: where the model runs and the profile is measured")
+    g.add_argument("--no-cuda-graphs", action="store_true",
+                   help="on CUDA, do not also time decode replayed as a CUDA graph")
+    g.add_argument("--allow-slow-dtype", action="store_true",
+                   help="measure in a --dtype this machine only emulates (refused otherwise: it can be 100x slower)")
     g.add_argument("--quantize", choices=("int8",), help="also measure int8 dynamic quantization of the Linear layers")
     g.add_argument("--group-size", type=positive_int, default=128, help="group size the lint checks (default 128)")
     g.add_argument("--repeat", type=positive_int, default=5, help="timed repetitions per point (default 5)")
@@ -59,8 +66,13 @@ def _config(args: argparse.Namespace):
 
     if args.warmup < 0:
         raise UserError(f"--warmup {args.warmup} must be >= 0")
+    if args.dtype == "fp16" and not args.device.startswith("cuda"):
+        raise UserError(f"--dtype fp16 runs on CUDA only (about 1 GFLOP/s on a CPU), not --device {args.device}; "
+                        "use fp32 or bf16")
     kw = {"dtype": args.dtype, "quantize": args.quantize, "repeat": args.repeat, "warmup": args.warmup,
-          "threads": args.threads, "attn_impl": args.attn_impl, "seed": args.seed, "group_size": args.group_size}
+          "threads": args.threads, "attn_impl": args.attn_impl, "seed": args.seed, "group_size": args.group_size,
+          "allow_slow_dtype": args.allow_slow_dtype, "device": args.device,
+          "cuda_graphs": not args.no_cuda_graphs}
     for name in ("prompt_lens", "contexts", "batches", "new_tokens"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)

@@ -4,7 +4,9 @@
     depthwidth hw measure [--out PATH] [--quick] [--threads N] [--dtypes fp32,bf16] [--json]
 
 `measure` times a large GEMM per dtype, a memory copy and tiny ops with torch
-(`depthwidth.machine.measure_profile`, with the per-op cost of our eager block) and saves the profile
+(`depthwidth.machine.measure_profile`, with the per-op cost of our eager block), then the kernel
+curves of small GEMMs, attention, GELU and LayerNorm and the cost per dispatched aten op
+(`depthwidth.bench.hw.add_small_op_costs`), and saves the profile
 where `depthwidth.machine.profile_path` keeps this machine's profile for its thread count, which
 `--hardware measured`, `depthwidth bench` and the trainer's MFU read.
 """
@@ -66,12 +68,14 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_measure(args: argparse.Namespace) -> int:
-    from depthwidth.bench.hw import eager_block_overhead
-    from depthwidth.machine import capabilities, measure_profile, profile_path, save_profile
+    from depthwidth.bench.hw import add_small_op_costs, eager_block_overhead
+    from depthwidth.machine import capabilities, measure_profile, profile_path, save_profile, torch_threads
 
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip()) if args.dtypes else None
     profile = measure_profile(dtypes=dtypes, threads=args.threads, quick=args.quick, device=args.device,
                               block_overhead=eager_block_overhead)
+    with torch_threads(profile.threads):  # the kernel curves and the per-dispatched-op cost, at its threads
+        profile, curve_s = add_small_op_costs(profile, quick=args.quick)
     path = save_profile(profile, args.out or profile_path(threads=args.threads))
     data = {**profile.to_dict(), "path": str(path)}
     if args.json:
@@ -86,5 +90,7 @@ def run_measure(args: argparse.Namespace) -> int:
     if dtypes is None and not caps.bf16_native:
         console.print("bf16 not timed: emulated on this device (about 270x slower than fp32); "
                       "--dtypes fp32,bf16 times it anyway", style="dim", highlight=False)
+    console.print(f"kernel curves and per-dispatched-op cost ({profile.op_overheads['dispatch_op'] * 1e6:.2f} us) "
+                  f"took {curve_s:.1f} s", style="dim", highlight=False)
     console.print(f"saved: {path}", highlight=False)
     return 0

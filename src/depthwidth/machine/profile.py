@@ -28,6 +28,7 @@ from depthwidth.errors import UserError
 from depthwidth.files import read_json
 from depthwidth.machine.device import DEVICE_KINDS
 from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec, match_gpu
+from depthwidth.shapes.small_ops import check_curves
 
 SCHEMA = 1
 CPU_DTYPES = ("fp32", "bf16")
@@ -85,6 +86,8 @@ class HardwareProfile:
         mem_capacity: bytes of device memory; torch_version, created (UTC ISO time), quick.
         emulated: dtype -> times slower than fp32 on the probe GEMM, for each dtype timed that the
             device only emulates (its peak is the probe's rate, never an n=2048 timing).
+        op_curves: kernel time against size, "kernel:dtype" -> [[work, seconds], ...]
+            (`depthwidth.machine.gemm_curve`, `depthwidth.shapes.small_ops`); empty when not measured.
     """
 
     device: str
@@ -100,6 +103,7 @@ class HardwareProfile:
     created: str
     quick: bool = False
     emulated: Mapping[str, float] = field(default_factory=dict)
+    op_curves: Mapping[str, Any] = field(default_factory=dict)
     schema: int = SCHEMA
 
     def __post_init__(self) -> None:
@@ -128,6 +132,7 @@ class HardwareProfile:
             raise UserError(f"emulated={dict(self.emulated) if isinstance(self.emulated, Mapping) else self.emulated!r}"
                             ": expected dtype -> slowdown > 0")
         object.__setattr__(self, "emulated", MappingProxyType(dict(self.emulated)))
+        object.__setattr__(self, "op_curves", check_curves(self.op_curves, name="op_curves"))
 
     @property
     def complete(self) -> bool:
@@ -157,6 +162,7 @@ class HardwareProfile:
             "op_overhead_s": self.op_overhead_s, "op_overheads": dict(self.op_overheads),
             "mem_capacity": self.mem_capacity, "gemm": [g.to_dict() for g in self.gemm],
             **({"emulated": dict(self.emulated)} if self.emulated else {}),  # (absent: the layout of before)
+            **({"op_curves": {k: [list(p) for p in v] for k, v in self.op_curves.items()}} if self.op_curves else {}),
         }
 
     @classmethod
@@ -238,6 +244,7 @@ def profile_to_hardware(profile: HardwareProfile, *, gemm_path: str = "best") ->
         kind="gpu" if profile.device == "cuda" else "cpu", peak_flops=peak,
         mem_bandwidth=profile.copy_bandwidth, mem_capacity=profile.mem_capacity, flops_efficiency=1.0,
         bandwidth_efficiency=1.0, train_mfu=mfu, op_overhead_s=profile.op_overhead_s,
+        op_curves=profile.op_curves, dispatch_overhead_s=profile.op_overheads.get("dispatch_op"),
         source=f"measured by depthwidth hw measure on {profile.created} (torch {profile.torch_version}, "
                f"{'quick' if profile.quick else 'full'} run)", **links,
     )

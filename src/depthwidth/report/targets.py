@@ -1,11 +1,16 @@
 """Serving latency and memory of each shape on a target hardware: measured where measured, predicted
 otherwise, and always saying which.
 
-A bench run's measurement applies to the target when the target is the hardware it ran on: the same
-hardware name as the profile its predictions used, or both a CPU ("cpu", "measured-cpu"), or the
-target "measured" (the study's own machine). Otherwise the roofline of
-`depthwidth.shapes.latency.predict_decode` / `predict_prefill` for the target's `HardwareSpec`
-gives the number. Batch 1 throughout (the latency a single user sees).
+A bench run's measurement applies to the target when the target is the hardware it ran on: the
+device it measured on (`ShapeResult.bench_device`, "cpu" for results of before devices) is of the
+target's kind, and the target is the hardware name of the profile its predictions used, or both are
+a CPU ("cpu", "measured-cpu"), or the target is "measured" (the study's own machine). A CPU
+measurement is never shown as measured for a GPU row (nor a GPU one for a CPU row); then the
+roofline of `depthwidth.shapes.latency.predict_decode` / `predict_prefill` for the target's
+`HardwareSpec` gives the number. A measurement is labelled with the device it was measured on
+("measured on cpu", "measured on cuda:0"). Batch 1 throughout (the latency a single user sees).
+Predictions for a table row assume eager execution (`LatencyBreakdown.execution`), which the label
+says.
 
 Memory ("serving", the default): weights plus the KV cache of one sequence at the context, in the
 serving dtype - `count_params(shape).total` x bytes per element + `kv_cache_bytes_per_token` x context
@@ -32,7 +37,7 @@ class TargetEstimate:
     key: str
     hardware: str
     decode_ms: float | None
-    decode_source: str  # "measured on the study's machine" | "predicted for h100-sxm" | "unavailable ..."
+    decode_source: str  # "measured on cpu (the study's machine)" | "predicted for h100-sxm (eager)" | "unavailable ..."
     prefill_ms: float | None
     prefill_source: str
     memory_bytes: float | None
@@ -73,15 +78,26 @@ def hardware_label(name: str) -> str:
     return "the study's machine" if name == MEASURED else name
 
 
-def measured_applies(target: str, bench_hardware: str | None) -> bool:
+def device_kind_of(device: str | None) -> str:
+    """"cpu" or "gpu" of a bench's device ("cpu", "cuda", "cuda:N"; None: a result of before devices,
+    which always measured on the CPU)."""
+    return "gpu" if (device or "cpu").startswith("cuda") else "cpu"
+
+
+def measured_applies(target: str, bench_hardware: str | None, bench_device: str | None = None) -> bool:
     """Whether a bench run's measurements count for `target` (a `resolve_hardware` name), given the
-    name of the hardware its predictions used: always for MEASURED (they were taken on the study's
-    machine); for a table row, when the bench predicted for that row, or for "cpu" when it used a
-    measured CPU profile (named "measured-cpu" by `depthwidth.machine.profile_to_hardware`)."""
+    name of the hardware its predictions used and the device it measured on: always for MEASURED
+    (they were taken on the study's machine); for a table row only when the row is of the measured
+    device's kind, and the bench predicted for that row, or for "cpu" when it used a measured CPU
+    profile (named "measured-cpu" by `depthwidth.machine.profile_to_hardware`)."""
+    from depthwidth.shapes.hardware import HARDWARE
+
     if bench_hardware is None:
         return False
     if target == MEASURED:
         return True
+    if HARDWARE[target].kind != device_kind_of(bench_device):
+        return False
     bench = bench_hardware.lower()
     return bench == target or (target == "cpu" and bench in ("cpu", f"{MEASURED}-cpu"))
 
@@ -117,15 +133,16 @@ def estimate_target(
     for name, value in (("context", context), ("prompt_len", prompt_len)):
         if value > shape.max_seq_len:
             raise UserError(f"{name}={value} exceeds max_seq_len={shape.max_seq_len} of {result.shape_label}")
-    measured = measured_applies(target, result.bench_hardware)
+    bench_device = getattr(result, "bench_device", None) or "cpu"
+    measured = measured_applies(target, result.bench_hardware, bench_device)
     where = hardware_label(target)
 
     def pick(measured_ms, measured_len, want_len, predict) -> tuple[float | None, str]:
         if measured and measured_ms is not None and measured_len == want_len:
-            return measured_ms, "measured on the study's machine"
+            return measured_ms, f"measured on {bench_device} (the study's machine)"
         if target == MEASURED:
             return None, "unavailable (not measured at this length)"
-        return predict() * 1e3, f"predicted for {target}"
+        return predict() * 1e3, f"predicted for {target} (eager)"
 
     decode_ms, decode_source = pick(
         result.measured_decode_ms, result.bench_context, context,
@@ -149,5 +166,5 @@ def estimate_target(
                           memory_source=memory_source, memory_kind=memory, context=context, prompt_len=prompt_len)
 
 
-__all__ = ["MEMORY_KINDS", "MEASURED", "TargetEstimate", "estimate_target", "hardware_label", "measured_applies",
-           "resolve_hardware"]
+__all__ = ["MEMORY_KINDS", "MEASURED", "TargetEstimate", "device_kind_of", "estimate_target", "hardware_label",
+           "measured_applies", "resolve_hardware"]

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice
 from depthwidth.shapes.activations import DTYPE_BYTES as _STORAGE_BYTES
+from depthwidth.shapes.small_ops import check_curves
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 #: bytes per element of each compute dtype: the storage sizes of `activations.DTYPE_BYTES`, plus tf32
@@ -75,6 +76,10 @@ class HardwareSpec:
         train_mfu: default model-FLOPs utilisation of a training step (math only, no waiting).
         op_overhead_s: fixed seconds per operator (launch and dispatch).
         source: where the numbers come from.
+        op_curves: measured kernel time against size ("kernel:dtype" -> (work, seconds) points,
+            `depthwidth.shapes.small_ops`); empty for table rows, which keep the plain roofline.
+        dispatch_overhead_s: measured fixed seconds per aten op an eager call dispatches (used when a
+            prediction is given the call's dispatched-op count), None when not measured.
     """
 
     name: str
@@ -91,6 +96,8 @@ class HardwareSpec:
     train_mfu: float = 0.4
     op_overhead_s: float = 5e-6
     source: str = field(default="")
+    op_curves: Mapping[str, Any] = field(default_factory=dict)
+    dispatch_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -114,6 +121,9 @@ class HardwareSpec:
             _check_fraction(name, getattr(self, name))
         if not isinstance(self.source, str) or not self.source.strip():
             raise UserError(f"source={self.source!r} must say where the numbers come from")
+        object.__setattr__(self, "op_curves", check_curves(self.op_curves))
+        if self.dispatch_overhead_s is not None:
+            _check_nonneg("dispatch_overhead_s", self.dispatch_overhead_s)
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for `dtype`; ValueError naming the supported dtypes otherwise."""
@@ -151,6 +161,8 @@ class HardwareSpec:
             "train_mfu": self.train_mfu,
             "op_overhead_s": self.op_overhead_s,
             "source": self.source,
+            "op_curves": {k: [list(p) for p in v] for k, v in self.op_curves.items()},
+            "dispatch_overhead_s": self.dispatch_overhead_s,
         }
 
     @classmethod

@@ -65,6 +65,7 @@ from depthwidth.shapes.ops import (
 )
 from depthwidth.shapes.pipeline import bubble_ratio
 from depthwidth.shapes.shape import Shape
+from depthwidth.shapes.small_ops import EXECUTIONS, KERNEL_OPS, curve_key, fixed_ops, op_cost, op_kernel, train_launch_s
 
 LOGITS = ("all", "last")
 KINDS = ("prefill", "decode", "forward", "train_step")
@@ -104,6 +105,8 @@ class LatencyBreakdown:
         compute_bound_s / memory_bound_s: roofline seconds of ops whose FLOP / byte term dominates.
         overhead_s: fixed per-op costs; comm_s: communication seconds; bubble_s: pipeline idle time.
         flops, bytes: per device per call.
+        execution: "eager" | "compiled" | "graph", the execution the fixed costs assume
+            (`depthwidth.shapes.small_ops.EXECUTIONS`).
     """
 
     kind: str
@@ -120,9 +123,11 @@ class LatencyBreakdown:
     bubble_s: float
     flops: float
     bytes: float
+    execution: str = "eager"
 
     def __post_init__(self) -> None:
         check_choice("kind", self.kind, KINDS)
+        check_choice("execution", self.execution, EXECUTIONS)
         for name in ("total_s", "compute_bound_s", "memory_bound_s", "overhead_s", "comm_s", "bubble_s"):
             value = getattr(self, name)
             if not value >= 0:
@@ -163,6 +168,7 @@ class LatencyBreakdown:
             "bubble_s": self.bubble_s,
             "flops": self.flops,
             "bytes": self.bytes,
+            "execution": self.execution,
             "by_op": dict(self.by_op),
         }
 
@@ -216,38 +222,22 @@ def _inventory(shape: Shape, *, batch: int, new_tokens: int, past_tokens: int, a
     return ops
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _OpCost:
-    """One op on one tp rank, over all its repeats: roofline and fixed seconds, FLOPs and bytes."""
-
-    roof_s: float
-    fixed_s: float
-    compute_bound: bool
-    flops: float
-    bytes: float
-
-
-def _op_cost(op: Op, *, tp: int, size: int, peak: float, bandwidth: float, overhead_s: float) -> _OpCost:
-    """max(flops / peak, bytes / bandwidth) x repeat + overhead_s x repeat, the op split over tp as
-    `TP_SPLIT` says (module docstring)."""
-    split, split_read, split_write = tp_split(op.name)
-    f = op.flops / tp if split else op.flops
-    w = op.weight_elems / tp if split else op.weight_elems
-    r = op.read_elems / tp if split_read else op.read_elems
-    wr = op.write_elems / tp if split_write else op.write_elems
-    nbytes = (w + r + wr) * size
-    t_flops, t_bytes = f / peak, nbytes / bandwidth
-    return _OpCost(roof_s=max(t_flops, t_bytes) * op.repeat, fixed_s=overhead_s * op.repeat,
-                   compute_bound=t_flops >= t_bytes and f > 0, flops=f * op.repeat, bytes=nbytes * op.repeat)
-
-
 def _roofline(
     shape: Shape, *, kind: str, hardware: HardwareSpec | str, batch: int, new_tokens: int, past_tokens: int,
-    dtype: str, tp: int, pp: int, attn_impl: str, logits: str,
+    dtype: str, tp: int, pp: int, attn_impl: str, logits: str, execution: str = "eager",
+    dispatched_ops: int | None = None,
 ) -> LatencyBreakdown:
+    """The roofline of one call (module docstring), with the measured kernel curves of `hw.op_curves`
+    where it has one for an op, and the fixed cost of `dispatched_ops` x `hw.dispatch_overhead_s` when
+    both are known (eager only), else `op_overhead_s` per inventory op that keeps a launch under
+    `execution` (`depthwidth.shapes.small_ops`)."""
     hw = _hw(hardware)
     for name, value in (("batch", batch), ("tp", tp), ("pp", pp)):
         check_int(name, value)
+    check_choice("execution", execution, EXECUTIONS)
+    if dispatched_ops is not None:
+        check_int("dispatched_ops", dispatched_ops)
+    counted = dispatched_ops is not None and hw.dispatch_overhead_s is not None and execution == "eager"
     attn_impl = attn_kernel(attn_impl)
     check_choice("logits", logits, LOGITS)
     _check_pp(shape, pp)
@@ -258,7 +248,11 @@ def _roofline(
     by_op: dict[str, float] = {}
     compute_s = memory_s = overhead_s = total_flops = total_bytes = 0.0
     for op in ops:
-        cost = _op_cost(op, tp=tp, size=size, peak=peak, bandwidth=bandwidth, overhead_s=hw.op_overhead_s)
+        kernel = op_kernel(op.name, ffn=shape.ffn, norm=shape.norm)
+        curve = hw.op_curves.get(curve_key(kernel, dtype)) if kernel else None
+        fixed = 0.0 if counted or not fixed_ops(execution, inventory_op=op.name) else hw.op_overhead_s
+        cost = op_cost(op, split=tp_split(op.name), tp=tp, size=size, peak=peak, bandwidth=bandwidth,
+                       overhead_s=fixed, curve=curve)
         if cost.compute_bound:
             compute_s += cost.roof_s
         else:
@@ -267,6 +261,9 @@ def _roofline(
         by_op[op.name] = cost.roof_s + cost.fixed_s
         total_flops += cost.flops
         total_bytes += cost.bytes
+    if counted:
+        overhead_s = dispatched_ops * hw.dispatch_overhead_s
+        by_op["dispatch"] = overhead_s
     n_tokens = batch * new_tokens
     comm = inference_comm(shape, hardware=hw, n_tokens=n_tokens, elem_bytes=size, tp=tp, pp=pp)
     by_op.update(comm)
@@ -275,36 +272,40 @@ def _roofline(
     return LatencyBreakdown(
         kind=kind, hardware=hw.name, dtype=dtype, batch=batch, tokens=n_tokens, total_s=total, by_op=by_op,
         compute_bound_s=compute_s, memory_bound_s=memory_s, overhead_s=overhead_s, comm_s=comm_s, bubble_s=0.0,
-        flops=total_flops, bytes=total_bytes,
+        flops=total_flops, bytes=total_bytes, execution=execution,
     )
 
 
 def predict_forward(
     shape: Shape, *, hardware: HardwareSpec | str, batch: int, seq_len: int, dtype: str = "bf16",
-    tp: int = 1, pp: int = 1, attn_impl: str = "fused",
+    tp: int = 1, pp: int = 1, attn_impl: str = "fused", execution: str = "eager", dispatched_ops: int | None = None,
 ) -> LatencyBreakdown:
     """One no-grad forward over (batch, seq_len) tokens with logits for every position (what
-    `depthwidth.model.Transformer.forward` computes for training or evaluation)."""
+    `depthwidth.model.Transformer.forward` computes for training or evaluation). `execution` and
+    `dispatched_ops`: the fixed costs (`_roofline`)."""
     check_int("seq_len", seq_len)
     return _roofline(shape, kind="forward", hardware=hardware, batch=batch, new_tokens=seq_len, past_tokens=0,
-                     dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits="all")
+                     dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits="all", execution=execution,
+                     dispatched_ops=dispatched_ops)
 
 
 def predict_prefill(
     shape: Shape, *, hardware: HardwareSpec | str, batch: int, prompt_len: int, dtype: str = "bf16",
-    tp: int = 1, pp: int = 1, attn_impl: str = "fused", logits: str = "last",
+    tp: int = 1, pp: int = 1, attn_impl: str = "fused", logits: str = "last", execution: str = "eager",
+    dispatched_ops: int | None = None,
 ) -> LatencyBreakdown:
     """Prefill of `batch` prompts of `prompt_len` tokens (time to first token, sampling ignored).
     `logits="last"` computes the LM head for the last position only, as serving engines do;
     "all" for every position, as a plain forward does."""
     check_int("prompt_len", prompt_len)
     return _roofline(shape, kind="prefill", hardware=hardware, batch=batch, new_tokens=prompt_len, past_tokens=0,
-                     dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits=logits)
+                     dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits=logits, execution=execution,
+                     dispatched_ops=dispatched_ops)
 
 
 def predict_decode(
     shape: Shape, *, hardware: HardwareSpec | str, batch: int, context: int, dtype: str = "bf16",
-    tp: int = 1, pp: int = 1, attn_impl: str = "fused",
+    tp: int = 1, pp: int = 1, attn_impl: str = "fused", execution: str = "eager", dispatched_ops: int | None = None,
 ) -> LatencyBreakdown:
     """One decode step: one new token for each of `batch` sequences with `context` tokens already in
     the KV cache (seconds per generated token at that batch; tokens/s = batch / total_s).
@@ -313,13 +314,15 @@ def predict_decode(
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise UserError(f"context={context!r} must be an integer >= 0")
     return _roofline(shape, kind="decode", hardware=hardware, batch=batch, new_tokens=1, past_tokens=context,
-                     dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits="all")
+                     dtype=dtype, tp=tp, pp=pp, attn_impl=attn_impl, logits="all", execution=execution,
+                     dispatched_ops=dispatched_ops)
 
 
 def predict_train_step(
     shape: Shape, *, hardware: HardwareSpec | str, seq_len: int, global_batch: int, micro_batch: int = 1,
     dtype: str = "bf16", mfu: float | None = None, dp: int = 1, tp: int = 1, pp: int = 1,
     recompute: str = "none", grad_bytes: int = 4, dp_overlap: bool = True, virtual_stages: int = 1,
+    execution: str = "eager",
 ) -> LatencyBreakdown:
     """Seconds of one optimizer step over `global_batch` sequences of `seq_len` tokens on dp*tp*pp devices.
 
@@ -337,6 +340,11 @@ def predict_train_step(
     dp_allreduce = ring all-reduce of this device's gradients (params/(tp*pp) x grad_bytes); with
               `dp_overlap` it hides behind the backward pass of the last micro-batch (PyTorch DDP
               buckets), and only the rest is exposed.
+    launch  = the fixed op cost (`small_ops.train_launch_s`: hardware.op_overhead_s per inventory op of
+              this device's layers, x3 for forward and backward, per micro-batch, plus the optimizer's;
+              "compiled" keeps the matmul and attention kernels, "graph" none). A GPU launches
+              asynchronously, so only launch time beyond the compute is exposed; a CPU adds it. This is
+              what makes an eager deep-narrow shape slower per token than its FLOPs say.
     Ignores: optimizer update time, data loading, ZeRO/FSDP gathers, sequence parallelism, links
     slower than the intra-node one (multi-node jobs), and kernels' efficiency varying with shape.
     """
@@ -367,10 +375,17 @@ def predict_train_step(
     comm = sum(comm_by_op.values(), 0.0)
     if bubble:
         by_op["bubble"] = bubble
+    check_choice("execution", execution, EXECUTIONS)
+    ops = _inventory(shape, batch=1, new_tokens=1, past_tokens=0, attn_impl="fused", logits="all")
+    n_ops = sum(op.repeat for op in ops) / pp
+    launch = train_launch_s(round(n_ops), round(sum(op.repeat for op in ops if op.name in KERNEL_OPS) / pp),
+                            op_overhead_s=hw.op_overhead_s, execution=execution, micro_batches=m)
+    exposed = max(0.0, launch - compute - bubble) if hw.kind == "gpu" else launch
+    by_op["launch"] = exposed
     return LatencyBreakdown(
         kind="train_step", hardware=hw.name, dtype=dtype, batch=global_batch, tokens=tokens,
-        total_s=compute + bubble + comm, by_op=by_op, compute_bound_s=compute, memory_bound_s=0.0,
-        overhead_s=0.0, comm_s=comm, bubble_s=bubble, flops=device_flops, bytes=0.0,
+        total_s=compute + bubble + comm + exposed, by_op=by_op, compute_bound_s=compute, memory_bound_s=0.0,
+        overhead_s=exposed, comm_s=comm, bubble_s=bubble, flops=device_flops, bytes=0.0, execution=execution,
     )
 
 

@@ -94,6 +94,7 @@ class ShapeResult:
     throughput_tokens_per_s: float | None = None
     throughput_batch: int | None = None
     bench_hardware: str | None = None
+    bench_device: str | None = None  # where the bench measured: "cpu", "cuda", "cuda:N" (results of before: "cpu")
     int8_loss_change: float | None = None
     curves: tuple[CurveSeries, ...] = ()  # filled by the report's loader
     eval_noise: float | None = None  # one-seed noise estimate from the curves (see report.noise)
@@ -277,6 +278,7 @@ def _bench_headline(data: dict | None) -> dict:
     if not data:
         return {}
     out: dict[str, Any] = {"bench_hardware": (data.get("hardware") or {}).get("name"),
+                           "bench_device": (data.get("environment") or {}).get("device", "cpu"),
                            "int8_loss_change": (data.get("quantization") or {}).get("val_loss_change")}
     variant = data.get("config", {}).get("dtype", "fp32")
     for kind, length in (("prefill", "bench_prompt_len"), ("decode", "bench_context")):
