@@ -55,10 +55,12 @@ def plot_coord(result, path: str | Path) -> Path:
     plt = pyplot()
     metrics = (("last", "last layer activation RMS"), ("logits", "logits RMS"), ("last_update", "last layer Δ RMS"))
     params = list(dict.fromkeys(p.parametrization for p in result.points))
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8.5), squeeze=False)
+    # a row per size that varies (both when neither does, so the figure is never empty of axes)
+    sweeps = [o for o in ("width", "depth") if len({getattr(p, o) for p in result.points}) > 1] or ["width", "depth"]
+    fig, axes = plt.subplots(len(sweeps), 3, figsize=(15, 4.3 * len(sweeps)), squeeze=False)
     fig.suptitle(f"coordinate check: {result.steps} steps, lr {result.lr:g}, base {result.base_width} wide x "
                  f"{result.base_depth} deep", fontsize=13)
-    for row, over in enumerate(("width", "depth")):
+    for row, over in enumerate(sweeps):
         other = "depth" if over == "width" else "width"
         for col, (key, title) in enumerate(metrics):
             ax = axes[row][col]
