@@ -26,7 +26,7 @@ SAMPLE = dict(
     grad_clip=0.5, dropout=0.1, dtype="bf16", device="cpu", threads=1, attn_impl="eager", seed=7, eval_every=5,
     eval_windows=3, checkpoint_every=10, diverge_factor=3.0, peak_flops=1e12,
     parametrization="completep", base_width=64, base_depth=2, deterministic=True, compile=True,
-    allow_slow_dtype=True, nproc=2, parallel="fsdp", tp=2,
+    allow_slow_dtype=True, nproc=2, parallel="fsdp", tp=2, reshard=False,
 )
 WANT = TrainConfig(**SAMPLE)
 
@@ -42,7 +42,8 @@ def _argv() -> list[str]:
     for name, value in SAMPLE.items():
         if value is None:
             continue
-        argv += [flag(name)] if value is True else [flag(name), str(value)]
+        argv += ([flag(name)] if value is True else ["--no-" + flag(name)[2:]] if value is False
+                 else [flag(name), str(value)])
     return argv
 
 

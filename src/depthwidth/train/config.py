@@ -113,6 +113,8 @@ class TrainConfig:
     parallel: str = setting("ddp", "how the nproc processes share the model", group="execution", choices=PARALLEL)
     tp: int = setting(1, "tensor-parallel ranks (DTensor) among the nproc processes", group="execution",
                       metavar="T")
+    reshard: bool = setting(True, "FSDP2: free gathered parameters after forward and gather them again in backward",
+                            group="execution")
     threads: int | None = setting(None, "CPU threads (default: torch's current setting, recorded)", group="execution")
     attn_impl: str = setting("sdpa", "attention kernel", group="execution", choices=ATTN_IMPLS)
     seed: int = setting(0, "initialisation, dropout and batch order", group="execution")
@@ -168,7 +170,7 @@ class TrainConfig:
             if getattr(self, name) not in allowed:
                 raise UserError(f"{name}={getattr(self, name)!r} is not allowed; expected one of {', '.join(allowed)}")
         check_device(self.device)
-        for name in ("decay_embeddings", "deterministic", "allow_slow_dtype"):
+        for name in ("decay_embeddings", "deterministic", "allow_slow_dtype", "reshard"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
         if self.compile is not None and not isinstance(self.compile, bool):
@@ -248,7 +250,7 @@ def check_device(device: Any) -> None:
 #: while at their default, so every earlier run keeps its hash. `init_from` names a folder; the trainer
 #: and the study add that folder's content hash (`depthwidth.hf.weights.content_hash`) to the identity.
 OMITTED_AT_DEFAULT = ("init_from", "parametrization", "base_width", "base_depth", "compile", "deterministic",
-                      "nproc", "parallel", "tp")
+                      "nproc", "parallel", "tp", "reshard")
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 
@@ -263,7 +265,7 @@ NON_NUMERIC_FIELDS = ("cache_dir", "checkpoint_every", "peak_flops", "allow_slow
 #: run identity leaves them out. `threads` changes float summation order on CPU, so a run resumed on
 #: another thread count is still refused by the trainer; so do `nproc`, `parallel` and `tp` (how many
 #: processes share one run and how), which change only the order of float sums.
-EXECUTION_FIELDS = (*NON_NUMERIC_FIELDS, "threads", "nproc", "parallel", "tp")
+EXECUTION_FIELDS = (*NON_NUMERIC_FIELDS, "threads", "nproc", "parallel", "tp", "reshard")
 
 
 def lr_at(config: TrainConfig, step: int) -> float:

@@ -34,8 +34,11 @@ from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.train import checkpoint as ckpt
 from depthwidth.train.config import TrainConfig, lr_at
+from depthwidth.train import dist_checkpoint
+from depthwidth.train.distributed import check_parallel, join, under_launcher
 from depthwidth.train.evaluate import evaluate, position_buckets
 from depthwidth.train.init_from import check_resumed_init, read_init
+from depthwidth.train.comm_meter import comm_fields
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
 from depthwidth.train.probe_eval import probe_accuracy
 from depthwidth.train.optim import make_optimizer, run_multipliers
@@ -60,6 +63,11 @@ def train(
         dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
                                test_fraction=config.test_fraction, cache_dir=cache_dir)
     check_compatible(shape, config, dataset, device)
+    check_parallel(config, shape)
+    if config.nproc > 1 and not under_launcher():  # start the run's processes (train/launch.py); rank 0's result
+        from depthwidth.train.launch import spawn
+
+        return spawn(shape, config, out_dir=out_dir, resume=resume)
     init = read_init(config, shape, tokenizer_fingerprint=dataset.tokenizer.fingerprint)
     stream = BatchStream(dataset, seq_len=config.seq_len, batch_size=config.batch_size, seed=config.seed)
     eval_slices = stream.eval_slices(config.eval_windows)
@@ -72,17 +80,28 @@ def train(
         payload, resumes = check_resumable(run_dir, shape=shape, config=config, dataset=dataset, resume=resume,
                                            device=device)
         check_resumed_init(run_dir, payload, init)
-        prepare_run_dir(run_dir, shape=shape, config=config, dataset=dataset)
-    with execution_settings(config, device) as threads:
-        return _Run(shape, config, dataset=dataset, stream=stream, eval_slices=eval_slices, device=device,
-                    threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress,
-                    init=init).run(payload, resumes)
+    ctx = join(config, device)  # this rank of a multi-process run (train/distributed.py), else None
+    device = ctx.device if ctx is not None else device
+    if run_dir is not None:
+        if ctx is not None:
+            ctx.barrier()  # every rank has read the folder before rank 0 writes to it
+        if ctx is None or ctx.writer:
+            prepare_run_dir(run_dir, shape=shape, config=config, dataset=dataset)
+    try:
+        with execution_settings(config, device) as threads:
+            return _Run(shape, config, dataset=dataset, stream=stream, eval_slices=eval_slices, device=device,
+                        threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress,
+                        init=init, dist=ctx).run(payload, resumes)
+    finally:
+        if ctx is not None:
+            ctx.close()
 
 
 class _Run:
     def __init__(self, shape, config, *, dataset, stream, eval_slices, device, threads, cache_dir, run_dir, progress,
-                 init=None):
+                 init=None, dist=None):
         self.shape, self.config, self.dataset, self.stream, self.init = shape, config, dataset, stream, init
+        self.dist = dist  # DistContext of a multi-process run
         self.eval_slices, self.device, self.threads = eval_slices, device, threads
         self.cache_dir, self.run_dir, self.progress = cache_dir, run_dir, progress
         self.steps = config.total_steps
@@ -109,14 +128,21 @@ class _Run:
             raise RuntimeError(f"module has {self.n_params} parameters but count_params says {expected}")
         if payload is None and self.init is not None:  # start from the init_from folder's weights
             self.model.load_state_dict(self.init.state)
-        self.optimizer = make_optimizer(self.model, self.config)
+        if self.dist is not None:  # DDP, FSDP2, tensor parallel (train/parallelize.py)
+            self.model = self.dist.wrap(self.model, self.config)
+        self.optimizer = make_optimizer(getattr(self.model, "module", self.model), self.config)
+        if self.dist is not None:
+            self.dist.adapt(self.optimizer)
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
         self.hasher = self.stream.hasher()
         if payload is None:
             return 0
-        self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(payload["optimizer"])
-        ckpt.set_rng_state(payload["rng"], self.device)
+        if self.dist is not None or dist_checkpoint.is_dcp(payload):
+            dist_checkpoint.load_any(self, payload)
+        else:
+            self.model.load_state_dict(payload["model"])
+            self.optimizer.load_state_dict(payload["optimizer"])
+            ckpt.set_rng_state(payload["rng"], self.device)
         meta = payload["meta"]
         self.curve, self.evals = meta["curve"], meta["evals"]
         self.train_seconds, self.eval_seconds = meta["train_seconds"], meta["eval_seconds"]
@@ -137,20 +163,26 @@ class _Run:
         x = torch.from_numpy(x).to(self.device, non_blocking=True)
         y = torch.from_numpy(y).to(self.device, non_blocking=True)
         mb, accum = cfg.micro_batch_size, cfg.accumulation
+        if self.dist is not None:  # this rank's slice of the global batch
+            x, y, mb = self.dist.shard_batch(x, y, mb)
         total = None
         for m in range(accum):
             track = meter.track() if meter is not None and m == 0 else contextlib.nullcontext()
-            with track, self.autocast:
-                _, loss = self.model(x[m * mb : (m + 1) * mb], y[m * mb : (m + 1) * mb])
-            (loss / accum if accum > 1 else loss).backward()
+            sync = self.dist.sync(self.model, last=m == accum - 1) if self.dist else contextlib.nullcontext()
+            with sync:
+                with track, self.autocast:
+                    _, loss = self.model(x[m * mb : (m + 1) * mb], y[m * mb : (m + 1) * mb])
+                (loss / accum if accum > 1 else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
         max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+        grad_norm = (self.dist.clip_grad_norm(self.params, max_norm) if self.dist is not None
+                     else torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True))
         self.optimizer.step()
         if meter is not None:
             self.states = state_bytes(self.model, self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
-        return (total / accum if accum > 1 else total), grad_norm, lr
+        loss = total / accum if accum > 1 else total
+        return (self.dist.mean(loss) if self.dist is not None else loss), grad_norm, lr
 
     # ---- the loop -------------------------------------------------------------------------------
     def run(self, payload, resumes: list[str]) -> TrainResult:
@@ -172,7 +204,8 @@ class _Run:
         t_group = (time.perf_counter(), time.process_time())
         for step in range(start, self.steps):
             meter = SavedTensorMeter(self.model.parameters()) if self.saved_bytes is None else None
-            loss, grad_norm, lr = self._step(step, meter)
+            with self.dist.metered() if self.dist is not None else contextlib.nullcontext():
+                loss, grad_norm, lr = self._step(step, meter)
             if meter is not None:
                 self.saved_bytes = meter.peak_bytes
             pending.append((step, loss, grad_norm, lr))
@@ -254,6 +287,9 @@ class _Run:
                 "init_sha256": self.init.sha256 if self.init is not None else None}
 
     def _save(self, step: int) -> None:
+        if self.dist is not None:  # DCP shards, or whole tensors at the end (train/dist_checkpoint.py)
+            return dist_checkpoint.save(self, step, {**self._meta(step), "resumes": self.resumes},
+                                        final=step == self.steps)
         ckpt.save_checkpoint(self.run_dir / ckpt.CHECKPOINT, model=self.model, optimizer=self.optimizer,
                              device=self.device, meta={**self._meta(step), "resumes": self.resumes})
 
@@ -311,11 +347,12 @@ class _Run:
             dataset=self.dataset.to_dict(),
             probe_accuracy=probes or {},
             resumes=self.resumes,
+            **(comm_fields(self) if self.dist is not None else {}),
         )
         if self.progress is not None:
             self.progress(TrainProgress(phase="done", step=len(self.curve), steps=self.steps, loss=None,
                                         tokens_per_s=tokens_per_s, eta_s=0.0, val_loss=result.val_loss))
-        if self.run_dir is not None:
+        if self.run_dir is not None and (self.dist is None or self.dist.writer):
             ckpt.write_json(self.run_dir / (ckpt.ERROR if status == "failed" else ckpt.RESULT),
                             result.to_dict())
         return result

@@ -17,11 +17,11 @@ class SavedTensorMeter:
     together when the forward pass ends."""
 
     def __init__(self, params) -> None:
-        self._param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+        self._param_ptrs = {_local(p).untyped_storage().data_ptr() for p in params}
         self._seen: dict[int, int] = {}
 
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
+        storage = _local(tensor).untyped_storage()
         ptr = storage.data_ptr()
         if ptr not in self._param_ptrs and tensor.device.type != "meta":
             self._seen[ptr] = max(self._seen.get(ptr, 0), storage.nbytes())
@@ -35,6 +35,11 @@ class SavedTensorMeter:
     @property
     def peak_bytes(self) -> int:
         return sum(self._seen.values())
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's own shard (FSDP2, tensor parallel), else the tensor."""
+    return getattr(tensor, "_local_tensor", tensor)
 
 
 def state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:

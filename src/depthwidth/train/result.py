@@ -69,6 +69,11 @@ class TrainResult:
     probe_accuracy: dict[str, dict[str, float]] = field(default_factory=dict)
     #: one note per resume: the step and checkpoint it continued from and, after a fallback, why
     resumes: list[str] = field(default_factory=list)
+    #: multi-process runs (`depthwidth.train.comm_meter`): per optimizer step and collective kind, measured
+    #: calls/bytes/seconds next to the analytic ones (`predicted_bytes`, `predicted_seconds`), the method
+    #: and link; `comm_fraction` is measured communication seconds over step seconds. Empty/None for 1 process.
+    comm: dict[str, Any] = field(default_factory=dict)
+    comm_fraction: float | None = None
     schema: int = RESULT_SCHEMA
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ from depthwidth.data.dataset import Dataset
 from depthwidth.shapes.shape import Shape
 from depthwidth.train import checkpoint as ckpt
 from depthwidth.train.config import NON_NUMERIC_FIELDS, TrainConfig
+from depthwidth.train.dist_checkpoint import RESHARDABLE
 from depthwidth.train.result import TrainResult
 
 
@@ -29,7 +30,7 @@ def _differences(stored: dict[str, Any], given: dict[str, Any], *, ignore=()) ->
 def _check_same(run_dir: Path, *, what: str, shape: Shape, config: TrainConfig, stored_shape: dict,
                 stored_config: dict) -> None:
     diffs = _differences(stored_shape, shape.to_dict()) + _differences(
-        stored_config, config.to_dict(), ignore=NON_NUMERIC_FIELDS
+        stored_config, config.to_dict(), ignore=(*NON_NUMERIC_FIELDS, *RESHARDABLE)
     )
     if diffs:
         raise UserError(f"{run_dir} holds {what} of a different run ({'; '.join(diffs[:4])}); "
