@@ -91,6 +91,14 @@ def test_deterministic_given_the_same_finished_trials_in_any_order():
     assert next_lr(plan, tried) is None
 
 
+def test_a_step_that_rounds_to_a_tried_value_or_leaves_the_range_ends_the_search():
+    # 1e-3 / 1.0000001 rounds to 1e-3 again: the search stops instead of proposing it forever
+    assert next_lr(SearchPlan(initial=(1e-3,), max_trials=5, step=1.0000001), {1e-3: 3.0}) is None
+    huge = SearchPlan(initial=(1e-3,), max_trials=5, step=1e300)
+    assert next_lr(huge, {1e-3: 3.0}) is None  # 1e-303 is below LR_RANGE
+    assert assess({1e-3: 3.0}).bracketed is False
+
+
 def test_parabola_vertex_and_default_step():
     assert parabola_vertex([(0.0, 1.0), (1.0, 0.0), (2.0, 1.0)]) == pytest.approx(1.0)
     assert parabola_vertex([(0.0, 0.0), (1.0, 1.0), (2.0, 2.0)]) is None  # collinear

@@ -42,6 +42,8 @@ SIGNIFICANT = 4
 MIN_SEPARATION = 0.2
 #: `transfer_from` value that picks the shape with the fewest parameters
 SMALLEST = "smallest"
+#: the search proposes no learning rate outside this range (beyond it, the search ends unbracketed)
+LR_RANGE = (1e-7, 10.0)
 
 
 def round_lr(value: float) -> float:
@@ -123,7 +125,18 @@ def assess(losses: Mapping[float, float]) -> Assessment:
 
 def next_lr(plan: SearchPlan, losses: Mapping[float, float]) -> float | None:
     """The next learning rate to try given every finished trial (`losses`, learning rate -> mean loss,
-    inf for diverged), or None when the budget is spent. The initial learning rates come first."""
+    inf for diverged), or None when the budget is spent (or when the next step would leave `LR_RANGE` or,
+    rounded, repeat a tried value: the search ends there). The initial learning rates come first."""
+    for lr in plan.initial:
+        if lr not in losses:
+            return lr
+    nxt = _proposal(plan, losses)
+    if nxt is None or nxt in losses or not LR_RANGE[0] <= nxt <= LR_RANGE[1]:
+        return None
+    return nxt
+
+
+def _proposal(plan: SearchPlan, losses: Mapping[float, float]) -> float | None:
     for lr in plan.initial:
         if lr not in losses:
             return lr
@@ -214,5 +227,5 @@ def search_plan(lr, *, d_model: int) -> SearchPlan:
     return SearchPlan(initial=initial, max_trials=lr.max_trials, step=lr.step or default_step(initial))
 
 
-__all__ = ["Assessment", "GroupMode", "MODES", "SMALLEST", "SearchPlan", "TRANSFERS", "assess", "default_step",
+__all__ = ["Assessment", "GroupMode", "LR_RANGE", "MODES", "SMALLEST", "SearchPlan", "TRANSFERS", "assess", "default_step",
            "group_mode", "next_lr", "parabola_vertex", "resolve_proxy", "round_lr", "search_plan", "transfer_seeds"]
