@@ -7,6 +7,11 @@ checkpoint. A run whose attempt fails (an exception, a killed Ray worker) is ret
 `execution.max_attempts` attempts in this invocation (default 2: retried once), then stored as failed
 with its error; the study goes on.
 
+With a learning-rate search (`[lr] search = "bracket"` or `transfer_from`) not every run is known up
+front: after each outcome the driver asks `lr_plan.Planner` which trials the searches want next (a pure
+function of the stored outcomes, so a resumed study asks for the same ones), syncs them to the store and
+queues them before the benchmarks.
+
 One driver per study folder: `StudyLock` (an flock on `<study>/study.lock`) refuses a second one, and
 tells readers whether `running` rows are live or left by a killed driver.
 """
