@@ -74,3 +74,22 @@ def test_depth_scaling_of_a_post_norm_shape_is_refused_before_anything_is_writte
     with pytest.raises(UserError, match="parametrization='completep' scales pre-norm residual branches"):
         train(post, config, out_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_completep_run_resumed_from_a_checkpoint_equals_the_uninterrupted_run(corpus_file, tmp_path):
+    """The groups' LR factors travel in the optimizer state: a resumed CompleteP run repeats every number."""
+    config = TrainConfig(corpus=str(corpus_file), seq_len=32, batch_size=4, steps=6, warmup=1, checkpoint_every=3,
+                         threads=1, eval_windows=4, cache_dir=str(tmp_path / "cache"), peak_flops=1e11,
+                         parametrization="completep", base_width=16, base_depth=1)
+    whole = train(SHAPE, config, out_dir=tmp_path / "whole")
+
+    def stop_after_the_checkpoint(p):
+        if p.phase == "train" and p.step == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(SHAPE, config, out_dir=tmp_path / "cut", progress=stop_after_the_checkpoint)
+    resumed = train(SHAPE, config, out_dir=tmp_path / "cut", resume=True)
+    assert [(c["loss"], c["lr"], c["grad_norm"]) for c in resumed.curve] == [
+        (c["loss"], c["lr"], c["grad_norm"]) for c in whole.curve]
+    assert resumed.val_loss == whole.val_loss
