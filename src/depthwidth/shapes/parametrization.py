@@ -27,8 +27,9 @@ groups, the LR scales, AdamW eps and weight decay):
         init sigma^2, LR eta, input multiplier 1                    Table 1 "embedding" rows (constant)
 
 "mup" is the same rules with the depth factors held at 1 (m_L^... = 1, no residual multiplier): the
-width-only scheme of the reference's `mup_enabled` path, with eps and weight decay scaled by width as in
-Table 1's muP column. Under every non-SP scheme the residual output projections lose GPT-2's extra
+width-only scheme of the reference's `mup_enabled` path, except that eps (/ m_N) and hidden weight decay
+(* m_N) are scaled by width here as under CompleteP, where the reference's muP path leaves both at base.
+The reference scales AdamW eps for every group alike, and so does this module. Under every non-SP scheme the residual output projections lose GPT-2's extra
 1/sqrt(2 n_layers) init factor (the reference re-initialises them with sigma / sqrt(m_N) like every hidden
 matrix; depth is handled by the residual multiplier). With base sizes equal to the shape's own (m_N = m_L = 1)
 all LR, eps and decay factors are 1, but attention still uses 1/head_dim and the output projections sigma.
