@@ -81,3 +81,8 @@ def test_transfer_json_table_and_plot(text_file, tmp_path, capsys):
 ])
 def test_bad_flags_are_one_line(cli_error, argv, expected):
     assert expected in cli_error(argv)
+
+
+def test_a_plot_into_a_missing_folder_is_refused_before_training(cli_error, tmp_path):
+    line = cli_error(["check", "coord", "--plot", str(tmp_path / "nope" / "c.png")])
+    assert "its folder does not exist" in line

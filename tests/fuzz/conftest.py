@@ -212,6 +212,8 @@ def _bench_after_loading(target, config, **kwargs):
 STAND_INS = (
     ("depthwidth.train", "train", _accept),
     ("depthwidth.train.capacity", "capacity_curve", _accept),
+    ("depthwidth.train.coord", "coord_check", _accept),
+    ("depthwidth.train.transfer", "transfer_sweep", _accept),
     ("depthwidth.bench.serving", "bench", _bench_after_loading),
     ("depthwidth.machine", "measure_profile", _accept),
     ("depthwidth.report.build", "build_report", _accept),

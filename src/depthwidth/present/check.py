@@ -23,6 +23,8 @@ def check_plot_path(path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in SUFFIXES:
         raise UserError(f"--plot {str(path)!r} must end in {', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}")
+    if not path.parent.is_dir() or path.is_dir():
+        raise UserError(f"--plot {str(path)!r}: {'is a folder' if path.is_dir() else 'its folder does not exist'}")
     return path
 
 
