@@ -80,6 +80,9 @@ def test_protocol_names_parametrization_and_search(lr_report):
     assert "shapes-sp: sp; shapes-completep: completep" in page and "learning-rate search" in page
     assert "parametrization" in files.markdown.read_text()
     assert p.fair and not [w for w in report.study.notes if "bracket" in w or "edge" in w]
+    # the deeper shape has the same loss under both groups: a tie names each with its group
+    assert "within noise" in report.recommendation.verdict
+    assert "L2-H16-A2 (shapes-" in report.recommendation.verdict
 
 
 def test_lr_panel_and_exported_fields(lr_report):

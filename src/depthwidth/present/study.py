@@ -55,7 +55,7 @@ SHAPE_COLUMNS: tuple[tuple[str, Callable], ...] = (
 
 def _lr_how(r) -> str:
     """How a shape's learning rate was found: 'bracketed', 'edge: high', 'from L2-H64-A8'."""
-    if r.lr_mode == "transfer" and r.lr_transfer_from != r.shape_label:
+    if r.lr_mode == "transfer" and r.lr_transfer_from not in (None, r.shape_label):
         return f"from {r.lr_transfer_from}"
     if r.lr_edge:
         return f"edge: {r.lr_edge}"

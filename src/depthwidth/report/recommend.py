@@ -182,7 +182,8 @@ def _verdict(*, chosen: Candidate, tied, feasible, decided_by: str, noise: Noise
         return head + (f" It has the lowest loss{lead}, but that lead is not checked against noise: there is no "
                        "noise estimate (one seed per shape and too few validation evaluations); run 2 or more "
                        "seeds to know whether it is real.")
-    others = [c.result.shape_label for c in tied if c is not chosen]
+    groups = len({c.result.group for c in tied}) > 1  # the same shape may be tied under two groups
+    others = [c.result.shape_label + (f" ({c.result.group})" if groups else "") for c in tied if c is not chosen]
     spread = max(c.result.val_loss for c in tied) - min(c.result.val_loss for c in tied)
     return head + (f" No winner on loss: {', '.join(others)} {'is' if len(others) == 1 else 'are'} within noise "
                    f"of it (spread {spread:.4f}, noise sigma {noise.sigma:.4f} by {noise.method}), so the fastest of "
