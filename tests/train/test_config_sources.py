@@ -26,7 +26,7 @@ SAMPLE = dict(
     grad_clip=0.5, dropout=0.1, dtype="bf16", device="cpu", threads=1, attn_impl="eager", seed=7, eval_every=5,
     eval_windows=3, checkpoint_every=10, diverge_factor=3.0, peak_flops=1e12,
     parametrization="completep", base_width=64, base_depth=2, deterministic=True, compile=True,
-    allow_slow_dtype=True, nproc=2, parallel="fsdp", tp=2, reshard=False,
+    allow_slow_dtype=True, nproc=2, parallel="fsdp", tp=2, reshard=False, cuda_dtype="fp32",
 )
 WANT = TrainConfig(**SAMPLE)
 

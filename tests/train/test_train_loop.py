@@ -9,6 +9,7 @@ from depthwidth.data import BatchStream, load_dataset
 from depthwidth.shapes import Shape, count_params
 from depthwidth.shapes.flops import flops
 from depthwidth.train import loop as loop_mod
+from depthwidth.train import speed as speed_mod
 from depthwidth.train import param_groups, train
 from depthwidth.model import Transformer
 
@@ -19,7 +20,8 @@ def test_completed_run_records_curve_evals_and_measurements(tiny_shape, tiny_con
     assert r.status == "completed"
     assert r.steps == 12 and r.tokens == 12 * 4 * 32
     assert [c["step"] for c in r.curve] == list(range(12))
-    assert all(set(c) == {"step", "loss", "lr", "grad_norm", "seconds", "cpu_seconds", "tokens_per_s"} for c in r.curve)
+    keys = {"step", "loss", "lr", "grad_norm", "seconds", "cpu_seconds", "tokens_per_s"}
+    assert [set(c) for c in r.curve] == [keys | {"warmup"}] * 2 + [keys] * 10  # the warm-up steps are flagged
     assert r.curve[0]["loss"] == pytest.approx(math.log(256), abs=0.3)  # initial loss ~ ln V
     assert r.curve[-1]["loss"] < r.curve[0]["loss"]
     assert [e["step"] for e in r.evals] == [4, 8, 12]
@@ -41,14 +43,14 @@ def test_completed_run_records_curve_evals_and_measurements(tiny_shape, tiny_con
 
 def test_two_shapes_see_identical_batches_and_record_the_same_stream_hash(tiny_shape, tiny_config, monkeypatch):
     seen = []
-    real = loop_mod.gather_windows
+    real = speed_mod.gather_windows
 
     def record(tokens, positions, seq_len):
         x, y = real(tokens, positions, seq_len)
         seen[-1].append(x.copy())
         return x, y
 
-    monkeypatch.setattr(loop_mod, "gather_windows", record)
+    monkeypatch.setattr(speed_mod, "gather_windows", record)  # where the trainer's BatchFeeder gathers
     other = Shape(n_layers=1, d_model=48, n_heads=3, vocab_size=256, max_seq_len=64, pos="rope")
     results = []
     for shape in (tiny_shape, other):

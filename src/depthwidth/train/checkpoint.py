@@ -107,16 +107,22 @@ def save_checkpoint(
 ZIP_MAGIC = b"PK\x03\x04"
 
 
-def load_checkpoint(path: Path, *, device: torch.device) -> dict[str, Any]:
+def load_checkpoint(path: Path, *, device: torch.device | None = None) -> dict[str, Any]:
     """Read a checkpoint written by `save_checkpoint` (weights_only=True, memory-mapped); meta is
     decoded. Anything else - truncated, random bytes, pickled objects, the right tag with the wrong
-    content - is one UserError naming the file."""
+    content - is one UserError naming the file.
+
+    Every tensor is loaded onto the CPU, whatever `device` the run is on (the argument is kept for the
+    callers that name it): `model.load_state_dict` copies weights onto the parameters' device, and
+    `optimizer.load_state_dict` moves the moments there while AdamW's `step` counters stay CPU tensors
+    (as torch keeps them for the foreach kernel; loading them onto a GPU would cost host syncs every
+    step). RNG states must be CPU ByteTensors anyway."""
     with open(path, "rb") as fh:
         zipped = fh.read(4) == ZIP_MAGIC
     try:
         with warnings.catch_warnings():  # torch's advice about an odd file: the file is judged below instead
             warnings.simplefilter("ignore")
-            payload = torch.load(path, map_location=device, weights_only=True, mmap=zipped)
+            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=zipped)
     except pickle.UnpicklingError as exc:  # weights_only met a Python object: never retry without it
         why = re.search(r"WeightsUnpickler error: ([^.]*)", str(exc))
         raise UserError(f"checkpoint {path} holds Python objects that a weights-only load refuses"
@@ -132,7 +138,6 @@ def load_checkpoint(path: Path, *, device: torch.device) -> dict[str, Any]:
     if not isinstance(payload["meta"], dict) or not isinstance(rng, dict) or \
             not all(isinstance(v, torch.Tensor) for v in rng.values()):
         raise UserError(f"checkpoint {path} is not a depthwidth checkpoint: its meta or RNG state is malformed")
-    # RNG states must stay on the CPU as ByteTensors whatever map_location says.
     payload["rng"] = {k: v.cpu() for k, v in rng.items()}
     return payload
 

@@ -22,6 +22,7 @@ from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS
 
 SCHEDULES = ("cosine", "linear", "constant")
 DTYPES = FLOAT_DTYPES  # fp16 is refused on CPU by the trainer
+CUDA_DTYPES = ("fp32", "bf16")  # what `cuda_dtype` may ask for (fp16 would need loss scaling)
 DEVICES = ("auto", "cpu", "cuda")  # and "cuda:N" for the N-th GPU
 PARALLEL = ("ddp", "fsdp")
 #: Upper bounds of what a run may ask for, each far above any real run, so that a typo (steps =
@@ -102,6 +103,9 @@ class TrainConfig:
                                      "shape's own)", group="parametrization", metavar="L")
     # numerics and execution
     dtype: str = setting("fp32", "fp32, or bf16 autocast; fp16 is CUDA only", group="execution", choices=DTYPES)
+    cuda_dtype: str | None = setting(None, "dtype on CUDA (default: bf16 autocast where the GPU has native bf16, "
+                                     "else dtype); results record the dtype used", group="execution",
+                                     choices=CUDA_DTYPES)
     device: str = setting("auto", "auto (cuda if available, else cpu), cpu, cuda or cuda:N", group="execution",
                           metavar="DEVICE")
     deterministic: bool = setting(False, "CUDA: deterministic kernels (CPU runs are always deterministic)",
@@ -170,6 +174,8 @@ class TrainConfig:
             if getattr(self, name) not in allowed:
                 raise UserError(f"{name}={getattr(self, name)!r} is not allowed; expected one of {', '.join(allowed)}")
         check_device(self.device)
+        if self.cuda_dtype is not None and self.cuda_dtype not in CUDA_DTYPES:
+            raise UserError(f"cuda_dtype={self.cuda_dtype!r} is not allowed; expected {' or '.join(CUDA_DTYPES)}")
         for name in ("decay_embeddings", "deterministic", "allow_slow_dtype", "reshard"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
@@ -250,7 +256,7 @@ def check_device(device: Any) -> None:
 #: while at their default, so every earlier run keeps its hash. `init_from` names a folder; the trainer
 #: and the study add that folder's content hash (`depthwidth.hf.weights.content_hash`) to the identity.
 OMITTED_AT_DEFAULT = ("init_from", "parametrization", "base_width", "base_depth", "compile", "deterministic",
-                      "nproc", "parallel", "tp", "reshard")
+                      "nproc", "parallel", "tp", "reshard", "cuda_dtype")
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 

@@ -24,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from depthwidth.data.batches import BatchStream, gather_windows
+from depthwidth.data.batches import BatchStream
 from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.data.probes import parse_probe_spec, probe_test_set
 from depthwidth.machine import cache_dir as machine_cache_dir, peak_flops
@@ -45,6 +45,7 @@ from depthwidth.train.optim import make_optimizer, run_multipliers
 from depthwidth.train.result import TrainProgress, TrainResult
 from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
 from depthwidth.train.setup import check_compatible, execution_settings, resolve_device
+from depthwidth.train import speed
 
 def train(
     shape: Shape,
@@ -57,7 +58,10 @@ def train(
 ) -> TrainResult:
     """Train `shape` under `config`; see the module docstring. With `out_dir`, checkpoints and the
     result are written there and `resume=True` continues (or returns) the run found there."""
+    speed.prepare_deterministic(config)  # CUDA: before anything starts cuBLAS
     device = resolve_device(config)
+    if device.type == "cuda":  # the dtype it trains in (bf16 by default there), hashed and recorded as such
+        config = config.with_(dtype=speed.run_dtype(config, device))
     cache_dir = machine_cache_dir(config.cache_dir)
     if dataset is None:
         dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
@@ -88,7 +92,7 @@ def train(
         if ctx is None or ctx.writer:
             prepare_run_dir(run_dir, shape=shape, config=config, dataset=dataset)
     try:
-        with execution_settings(config, device) as threads:
+        with execution_settings(config, device) as threads, speed.device_settings(config, device):
             return _Run(shape, config, dataset=dataset, stream=stream, eval_slices=eval_slices, device=device,
                         threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress,
                         init=init, dist=ctx).run(payload, resumes)
@@ -115,6 +119,9 @@ class _Run:
         self.n_params = count_params(shape).total  # replaced by the module's own count once built
         self.hasher = stream.hasher()
         self.max_loss = config.diverge_factor * math.log(dataset.vocab_size)
+        self.compiled = speed.compiles(config, device)
+        self.feeder = speed.BatchFeeder(stream, device, self.steps)
+        self.start = 0  # the first step this process runs (its first WARMUP_STEPS are warm-up)
 
     # ---- setup --------------------------------------------------------------------------------
     def _build(self, payload) -> int:
@@ -134,6 +141,7 @@ class _Run:
         if self.dist is not None:
             self.dist.adapt(self.optimizer)
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self.forward = speed.compile_model(self.model) if self.compiled else self.model  # the training forward
         self.hasher = self.stream.hasher()
         if payload is None:
             return 0
@@ -157,11 +165,7 @@ class _Run:
         lr = lr_at(cfg, step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)  # the parametrization's factor (1 under SP)
-        positions = self.stream.positions(step)
-        self.hasher.update(positions)
-        x, y = gather_windows(self.stream.tokens, positions, cfg.seq_len)  # (B, T) each
-        x = torch.from_numpy(x).to(self.device, non_blocking=True)
-        y = torch.from_numpy(y).to(self.device, non_blocking=True)
+        x, y = self._batch(step)  # (B, T) each
         mb, accum = cfg.micro_batch_size, cfg.accumulation
         if self.dist is not None:  # this rank's slice of the global batch
             x, y, mb = self.dist.shard_batch(x, y, mb)
@@ -171,7 +175,7 @@ class _Run:
             sync = self.dist.sync(self.model, last=m == accum - 1) if self.dist else contextlib.nullcontext()
             with sync:
                 with track, self.autocast:
-                    _, loss = self.model(x[m * mb : (m + 1) * mb], y[m * mb : (m + 1) * mb])
+                    _, loss = self.forward(x[m * mb : (m + 1) * mb], y[m * mb : (m + 1) * mb])
                 (loss / accum if accum > 1 else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
         max_norm = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
@@ -184,6 +188,12 @@ class _Run:
         loss = total / accum if accum > 1 else total
         return (self.dist.mean(loss) if self.dist is not None else loss), grad_norm, lr
 
+    def _batch(self, step: int):
+        """The step's inputs and targets on the device (prefetched on CUDA); its positions are hashed."""
+        positions, x, y = self.feeder.get(step)
+        self.hasher.update(positions)
+        return x, y
+
     # ---- the loop -------------------------------------------------------------------------------
     def run(self, payload, resumes: list[str]) -> TrainResult:
         self.resumes = resumes  # where and why this run continued (see run_dir.check_resumable)
@@ -193,12 +203,14 @@ class _Run:
             return self._finish("failed", error=f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
 
     def _run(self, payload) -> TrainResult:
-        start = self._build(payload)
+        tf32 = self.device.type == "cuda" and self.config.dtype == "fp32"  # speed.device_settings turned it on
+        self.peak = peak_flops(dtype="tf32" if tf32 else self.config.dtype, device=self.device, threads=self.threads,
+                               cache_dir=self.cache_dir, override=self.config.peak_flops)  # its GEMM: not the run's
+        start = self.start = self._build(payload)
         if self.device.type == "cuda":
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(self.device)
-        self.peak = peak_flops(dtype=self.config.dtype, device=self.device, threads=self.threads,
-                               cache_dir=self.cache_dir, override=self.config.peak_flops)
-        flush_every = 1 if self.device.type == "cpu" else 16
+        flush_every = speed.flush_every(self.device)
         tokens_per_step = self.config.tokens_per_step
         pending: list[tuple] = []
         t_group = (time.perf_counter(), time.process_time())
@@ -213,7 +225,8 @@ class _Run:
             do_eval = self.config.eval_every and (step + 1) % self.config.eval_every == 0 and not last
             do_ckpt = (self.run_dir is not None and self.config.checkpoint_every
                        and (step + 1) % self.config.checkpoint_every == 0 and not last)
-            if len(pending) >= flush_every or last or do_eval or do_ckpt:
+            warm = step - start < speed.WARMUP_STEPS  # timed alone, left out of tokens/s
+            if len(pending) >= flush_every or warm or last or do_eval or do_ckpt:
                 diverged_at = self._flush(pending, t_group, tokens_per_step)
                 pending = []
                 if diverged_at is not None:
@@ -253,7 +266,8 @@ class _Run:
         for (step, _, _, lr), (loss, grad_norm) in zip(pending, values):
             self.curve.append({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
                                "seconds": seconds, "cpu_seconds": cpu_seconds,
-                               "tokens_per_s": tokens_per_step / seconds})
+                               "tokens_per_s": tokens_per_step / seconds,
+                               **({"warmup": True} if step - self.start < speed.WARMUP_STEPS else {})})
             if diverged is None and not (math.isfinite(loss) and loss <= self.max_loss):
                 diverged = step
         if self.progress is not None:
@@ -296,7 +310,7 @@ class _Run:
     def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
         cfg = self.config
         buckets = position_buckets(cfg.seq_len)
-        timed = [c for c in self.curve if c["step"] > 0] or self.curve
+        timed = speed.timed_curve(self.curve)
         seconds = sum(c["seconds"] for c in timed)
         tokens_per_s = len(timed) * cfg.tokens_per_step / seconds if timed and seconds > 0 else None
         per_token = flops(self.shape, seq_len=cfg.seq_len).train_per_token
@@ -306,6 +320,7 @@ class _Run:
         else:
             peak_memory = (self.states or 0) + (self.saved_bytes or 0) if self.states is not None else None
         counts = count_params(self.shape)
+        vendor, vendor_source = speed.vendor_peak(self.device, cfg.dtype)
         result = TrainResult(
             status=status,
             val_loss=outcome.loss if outcome else None,
@@ -347,6 +362,11 @@ class _Run:
             dataset=self.dataset.to_dict(),
             probe_accuracy=probes or {},
             resumes=self.resumes,
+            mfu_vendor=achieved / vendor if achieved and vendor else None,
+            vendor_peak_flops=vendor,
+            vendor_peak_source=vendor_source,
+            compiled=self.compiled,
+            tf32=self.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32,
             **(comm_fields(self) if self.dist is not None else {}),
         )
         if self.progress is not None:

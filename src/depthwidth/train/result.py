@@ -17,10 +17,15 @@ class TrainResult:
     Losses are mean cross-entropy in nats per token on the fixed validation windows
     (`val_loss` weights each slice by its validation tokens; `val_loss_by_position` splits the
     context into `len(position_buckets)` equal buckets). Speeds count training steps only:
-    evaluation and checkpointing are excluded, and so is the run's first step (allocator and
-    kernel warm-up) when there is more than one. `achieved_flops_per_s` = analytic model FLOPs per
-    token (`depthwidth.shapes.flops.flops(...).train_per_token`) x tokens/s; `mfu` divides it by
-    `peak_flops` (from `peak_flops_source`). Each curve point has the step's wall `seconds` and the
+    evaluation and checkpointing are excluded, and so are the warm-up steps (allocator, kernel
+    choice, compilation: the first `train.speed.WARMUP_STEPS` steps of each process, flagged in the
+    curve, timed one by one on every device) when others are left. `achieved_flops_per_s` = analytic
+    model FLOPs per token (`depthwidth.shapes.flops.flops(...).train_per_token`) x tokens/s; `mfu`
+    divides it by `peak_flops` (from `peak_flops_source`: the machine's measured GEMM rate, timed before
+    the run's memory peak is reset), `mfu_vendor` by the vendor's dense peak of the GPU
+    (`vendor_peak_flops`, a table row; None on CPU). `dtype` is the dtype the run trained in
+    (`train.speed.run_dtype`: on CUDA bf16 autocast by default), `tf32` whether fp32 matmuls ran in
+    TF32, `compiled` whether the training forward ran through torch.compile. Each curve point has the step's wall `seconds` and the
     process CPU time `cpu_seconds` (all threads), which other load on a shared machine disturbs
     less. On CUDA `peak_memory_bytes` is torch.cuda.max_memory_allocated; on CPU it is the measured bytes of parameters, gradients and
     optimizer states plus `saved_activation_bytes` (tensors saved for backward in one micro-batch,
@@ -69,6 +74,11 @@ class TrainResult:
     probe_accuracy: dict[str, dict[str, float]] = field(default_factory=dict)
     #: one note per resume: the step and checkpoint it continued from and, after a fallback, why
     resumes: list[str] = field(default_factory=list)
+    mfu_vendor: float | None = None
+    vendor_peak_flops: float | None = None
+    vendor_peak_source: str = ""
+    compiled: bool = False
+    tf32: bool = False
     #: multi-process runs (`depthwidth.train.comm_meter`): per optimizer step and collective kind, measured
     #: calls/bytes/seconds next to the analytic ones (`predicted_bytes`, `predicted_seconds`), the method
     #: and link; `comm_fraction` is measured communication seconds over step seconds. Empty/None for 1 process.
@@ -96,7 +106,7 @@ class TrainResult:
     def summary(self) -> dict[str, Any]:
         """The headline numbers (what `depthwidth train --json` leads with)."""
         keys = ("status", "val_loss", "val_loss_by_slice", "val_loss_by_position", "tokens_per_s",
-                "achieved_flops_per_s", "mfu", "peak_memory_bytes", "params", "steps", "tokens",
+                "achieved_flops_per_s", "mfu", "mfu_vendor", "peak_memory_bytes", "params", "steps", "tokens",
                 "diverged_at_step", "batch_stream_hash", "corpus_hash", "probe_accuracy")
         return {k: getattr(self, k) for k in keys}
 
