@@ -12,14 +12,27 @@ of direct on runs of this size (its fixed costs are a SQLite transaction per run
 while Ray adds its start-up (~2-5 s) and runs in parallel on the machine's cores. The load average is
 printed: on a shared machine compare ratios of the same round, not absolute times.
 
+`--workers` measures instead the demo's training runs (`depthwidth demo`'s spec, its benchmarks off,
+`--tokens` per run) as `depthwidth study run` does them, each way in a fresh folder and a fresh process,
+interleaved over rounds:
+  chosen    the default workers (`depthwidth.study.threads`: on 2 cores, two 1-thread runs at once)
+  one       --workers 1: the same 1-thread runs one after another (the same stored losses, checked)
+  one-2t    --workers 1 with execution.threads = 2: one run at a time on every core (the old default;
+            its losses may differ in the last bits, the thread count changes float sums, and it says so)
+
     python benchmarks/bench_study.py [--steps 40] [--rounds 2] [--no-ray]
+    python benchmarks/bench_study.py --workers [--tokens 60000] [--rounds 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -81,12 +94,80 @@ def study(spec_path: Path, *, executor: str, root: Path) -> float:
     return seconds
 
 
+def demo_training_spec(tokens: int, *, threads: int | None = None) -> str:
+    """The demo's spec with `tokens` per run, its benchmarks off (and execution.threads when given)."""
+    from depthwidth.study.demo import demo_spec_text
+
+    text = demo_spec_text()
+    text, n = re.subn(r"(?m)^tokens\s*=\s*[0-9_]+", f"tokens = {tokens}", text, count=1)
+    assert n == 1, "the demo spec has no [train] tokens line"
+    text, n = re.subn(r"(?m)^\[bench\][^\n]*$", "[bench]\nenabled = false", text, count=1)
+    assert n == 1, "the demo spec has no [bench] section"
+    if threads is not None:
+        text += f"\n[execution]\nthreads = {threads}\n"
+    return text
+
+
+def stored_losses(folder: Path) -> dict:
+    from depthwidth.study import Store
+
+    with Store.open(folder) as store:
+        return {r.run_id: (r.status, store.result(r.run_id).val_loss,
+                           tuple(p.train_loss for p in store.curves(r.run_id)))
+                for r in store.runs(kind="train")}
+
+
+def timed_study(spec: Path, folder: Path, *extra: str) -> float:
+    shutil.rmtree(folder, ignore_errors=True)
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "depthwidth", "study", "run", str(spec), "--dir", str(folder),
+                          "--json", *extra], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if out.returncode:
+        raise SystemExit(f"study failed: {out.stderr[-800:]}")
+    report = json.loads(out.stdout)["run"]
+    assert report["failed"] == 0, report
+    return seconds
+
+
+def workers_main(args: argparse.Namespace) -> None:
+    root = Path(tempfile.mkdtemp(prefix="dw-bench-workers-"))
+    specs = {"chosen": root / "chosen.toml", "one": root / "chosen.toml", "one-2t": root / "two.toml"}
+    specs["chosen"].write_text(demo_training_spec(args.tokens))
+    specs["one-2t"].write_text(demo_training_spec(args.tokens, threads=2))
+    extra = {"chosen": (), "one": ("--workers", "1"), "one-2t": ("--workers", "1")}
+    print("uptime before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    timed_study(specs["chosen"], root / "warm")  # the corpus's token cache, the profile for the MFU peak
+    best: dict[str, float] = {}
+    for _ in range(args.rounds):
+        for way in ("chosen", "one", "one-2t"):
+            best[way] = min(best.get(way, float("inf")), timed_study(specs[way], root / way, *extra[way]))
+    print("uptime after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    losses = {way: stored_losses(root / way) for way in best}
+    print(f"the demo's {len(losses['chosen'])} training runs, {args.tokens} tokens each, benchmarks off; "
+          f"best of {args.rounds} round(s), wall clock of `depthwidth study run` (process start included)")
+    print(f"{'way':8s} {'seconds':>8s} {'/ chosen':>9s}  stored losses")
+    for way in best:
+        same = "identical to chosen" if losses[way] == losses["chosen"] else "differ from chosen"
+        if way == "chosen":
+            same = "-"
+        print(f"{way:8s} {best[way]:8.1f} {best[way] / best['chosen']:9.2f}  {same}")
+    if losses["one"] != losses["chosen"]:
+        raise SystemExit("the workers changed the stored losses")
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--workers", action="store_true", help="the demo's training runs: chosen workers vs one")
+    parser.add_argument("--tokens", type=int, default=60_000, help="with --workers: training tokens per run")
     args = parser.parse_args()
+    if args.workers:
+        workers_main(args)
+        return
     ways = ["direct", "local"]
     if not args.no_ray:
         try:

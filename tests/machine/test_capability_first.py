@@ -121,3 +121,8 @@ def test_training_in_bf16_is_refused_in_one_line(slow_bf16, cli_error, tmp_path)
             "--batch-size", "2", "--steps", "2", "--eval-every", "0", "--dtype", "bf16", "--device", "cpu"]
     assert re.match(PREFIXED, cli_error(base))
 
+
+def test_benchmarking_in_bf16_is_refused_in_one_line(slow_bf16, cli_error):
+    line = cli_error(["bench", "--layers", "1", "--width", "16", "--heads", "2", "--dtype", "bf16",
+                      "--prompt-lens", "4", "--contexts", "4", "--no-throughput", "--hardware", "cpu"])
+    assert re.match(PREFIXED, line)

@@ -1,6 +1,6 @@
 """`depthwidth study`: run a fair study from a spec file, resumably, and look at it.
 
-    depthwidth study run SPEC [--dir DIR] [--executor local|ray] [--address ADDR] [--json]
+    depthwidth study run SPEC [--dir DIR] [--executor local|ray] [--address ADDR] [--workers N] [--json]
     depthwidth study status DIR [--json]
     depthwidth study show DIR [RUN] [--json]
     depthwidth study validate SPEC [--json]
@@ -14,7 +14,7 @@ import argparse
 
 from depthwidth.errors import UserError
 from depthwidth.cli import print_json
-from depthwidth.cli.common import one_line_errors
+from depthwidth.cli.common import one_line_errors, positive_int
 from depthwidth.present.terminal import console
 
 HELP = "run a fair, resumable study of many shapes from a TOML spec (local or Ray), and show its state"
@@ -29,8 +29,11 @@ def add_parser(subparsers) -> None:
     r.add_argument("spec", metavar="SPEC", help="study spec (TOML); see examples/*.toml")
     r.add_argument("--dir", metavar="DIR", help="study folder (default studies/<name>)")
     r.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local: this process, one run at a time (default); ray: one Ray task per run")
+                   help="local: this machine, in worker processes (default); ray: one Ray task per run")
     r.add_argument("--address", metavar="ADDR", help="join this Ray cluster (with --executor ray)")
+    r.add_argument("--workers", type=positive_int, metavar="N",
+                   help="local executor: runs at once in N worker processes (default: execution.workers, else "
+                        "as many 1-thread runs as there are cores when the runs are small, else 1)")
     r.add_argument("--json", action="store_true", help="print the outcome and summary as one JSON object")
     r.set_defaults(run=run_cmd)
     s = one_line_errors(sub.add_parser("status", help="runs by state, best LR per shape, fairness, warnings"))
@@ -72,15 +75,19 @@ def add_parser(subparsers) -> None:
 def _check_executor(args) -> None:
     if args.address and args.executor != "ray":
         raise UserError("--address joins a Ray cluster; use it with --executor ray")
+    if getattr(args, "workers", None) is not None and args.executor != "local":
+        raise UserError("--workers sets the local executor's processes; with --executor ray, Ray places the runs")
 
 
-def run_with_display(spec, *, study_dir, executor: str, address: str | None, quiet: bool):
+def run_with_display(spec, *, study_dir, executor: str, address: str | None, quiet: bool,
+                     workers: int | None = None):
     """Run a study with the live display (unless quiet); returns (RunReport, StudySummary)."""
     from depthwidth.present.progress import StudyProgress
     from depthwidth.study import Store, run_study, summarize
 
     with StudyProgress(enabled=not quiet) as display:
-        report = run_study(spec, study_dir=study_dir, executor=executor, address=address, on_event=display)
+        report = run_study(spec, study_dir=study_dir, executor=executor, address=address, on_event=display,
+                           workers=workers)
     with Store.open(report.study_dir) as store:
         return report, summarize(store)
 
@@ -88,7 +95,7 @@ def run_with_display(spec, *, study_dir, executor: str, address: str | None, qui
 def run_cmd(args: argparse.Namespace) -> int:
     _check_executor(args)
     report, summary = run_with_display(args.spec, study_dir=args.dir, executor=args.executor, address=args.address,
-                              quiet=args.json)
+                                       quiet=args.json, workers=args.workers)
     if args.json:
         print_json({"run": report.to_dict(), "summary": summary.to_dict()})
         return 0 if not report.failed else 1

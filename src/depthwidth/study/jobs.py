@@ -129,7 +129,8 @@ def _bench(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None,
     shape = Shape.from_dict(job.config["shape"])
     b = job.config["bench"]
     config = BenchConfig(prompt_lens=tuple(b["prompt_lens"]), contexts=tuple(b["contexts"]),
-                         batches=tuple(b["batches"]), repeat=b["repeat"], dtype=b["dtype"], threads=job.threads)
+                         batches=tuple(b["batches"]), repeat=b["repeat"], dtype=b["dtype"], threads=job.threads,
+                         allow_slow_dtype=bool(job.execution.get("allow_slow_dtype")))
     hardware = job.config.get("hardware", MEASURED)  # resolved by the bench: a table name, or this worker's profile
     callback = None
     if progress is not None:

@@ -31,6 +31,7 @@ from depthwidth.study.jobs import Job, Outcome, execute, run_dir
 from depthwidth.study.lr_plan import Planner
 from depthwidth.study.spec import StudySpec, load_spec
 from depthwidth.study.store import FINISHED, Store
+from depthwidth.study.threads import available_cores, default_workers, recorded_threads, run_threads
 
 LOCK_FILE = "study.lock"
 SPEC_FILE = "spec.toml"  # a copy of the spec last run in the folder (what `study repair` falls back on)
@@ -133,25 +134,13 @@ def default_study_dir(spec: StudySpec) -> Path:
     return Path(DEFAULT_STUDIES_DIR) / spec.name
 
 
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def local_threads(*, sample_s: float = 0.5) -> int:
-    """Torch threads for the local executor: the cores this process may use, less those other processes
-    keep busy right now (system CPU use sampled over `sample_s` while this process waits), at least 1.
-    Oversubscribing a busy machine is far worse than using fewer threads: measured here, a 2-thread run
-    next to another 2-thread process trained about 2.5x slower than a 1-thread one. `execution.threads`
-    in the spec overrides this (set it for bit-identical numbers across machines and executors: the
-    thread count changes float summation order, in the last bits)."""
-    import psutil
-
-    cores = available_cores()
-    busy = round(psutil.cpu_percent(interval=sample_s) / 100 * (psutil.cpu_count() or cores))
-    return max(1, min(cores, cores - busy))
+def local_threads(run: Run, *, spec: StudySpec, folder: Path, cores: int | None = None) -> int:
+    """Torch threads of one run on the local executor: what its folder recorded when it started (a
+    resumed run keeps its count), else `threads.run_threads` of the run, the spec and the cores. Never
+    the moment's load (`depthwidth.study.threads`)."""
+    recorded = recorded_threads(run_dir(folder, run.run_id)) if run.kind == "train" else None
+    cores = available_cores() if cores is None else cores
+    return recorded or run_threads(run.config, cores=cores, fixed=spec.execution.threads)
 
 
 def prepare(spec: StudySpec | str | os.PathLike) -> Expansion:
@@ -169,20 +158,29 @@ def run_study(
     address: str | None = None,
     on_event: EventCallback | None = None,
     job_fn: JobFunction = execute,
+    workers: int | None = None,
 ) -> RunReport:
     """Run (or resume) the study of `spec` in `study_dir` (default studies/<name>) and return what was
-    done. Every spec error is raised before the folder is touched."""
+    done. Every spec error is raised before the folder is touched. `workers` (local executor): runs at
+    once in worker processes, default `execution.workers`, else `threads.default_workers`."""
     expansion = prepare(spec)
     spec = expansion.spec
+    if executor == "local":
+        _check_dtypes(expansion)
     folder = Path(study_dir) if study_dir is not None else default_study_dir(spec)
     emit = on_event or (lambda event: None)
     running: list[str] = []  # run ids in flight, in submission order
 
-    def progress(**values) -> None:  # the local executor's live view of its one running job
-        emit(StudyEvent(kind="run_progress", run_id=running[0] if running else "", progress=values))
+    def progress(run_id: str | None = None, **values) -> None:  # the local executor's live view of its jobs
+        emit(StudyEvent(kind="run_progress", run_id=run_id or (running[0] if running else ""), progress=values))
 
+    cores = available_cores()
+    threads_of = _thread_choice(spec, executor=executor, folder=folder, cores=cores)
+    workers = _workers(expansion, executor=executor, given=workers, cores=cores, folder=folder,
+                       stand_in=job_fn is not execute)
     runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=spec.execution.cpus_per_run,
-                           gpus_per_run=spec.execution.gpus_per_run, job_fn=job_fn, progress=progress)
+                           gpus_per_run=spec.execution.gpus_per_run, job_fn=job_fn, progress=progress,
+                           workers=workers, cores=cores)
     if executor == "ray":
         from depthwidth.study.executors.ray import check_address, import_ray
 
@@ -199,7 +197,7 @@ def run_study(
         stored = {r.run_id: r for r in store.runs()}
         todo = [r for r in _ordered(plan) if not stored[r.run_id].finished]
         skipped = len(plan) - len(todo)
-        threads = _threads(spec, executor=executor, busy=bool(todo))
+        threads = sorted({threads_of(r) for r in todo})
         adaptive = any(m.kind != "grid" for m in expansion.modes.values())
 
         def replan() -> tuple[int, list[Run]]:  # the trials the LR searches ask for after an outcome
@@ -210,8 +208,8 @@ def run_study(
         runner.start()
         try:
             emit(StudyEvent(kind="start", total=len(plan), done=skipped, todo=len(todo),
-                            note=f"{runner.describe()}; {threads} torch thread(s) per run"))
-            driver = _Driver(store=store, runner=runner, folder=folder, spec=spec, threads=threads, emit=emit,
+                            note=f"{runner.describe()}; {'/'.join(map(str, threads)) or 0} torch thread(s) per run"))
+            driver = _Driver(store=store, runner=runner, folder=folder, spec=spec, threads=threads_of, emit=emit,
                              running=running, total=len(plan), skipped=skipped, replan=replan if adaptive else None)
             counts = driver.run(todo)
         finally:
@@ -232,13 +230,52 @@ def _sync_plan(store: Store, planner: Planner) -> tuple[tuple[Run, ...], int]:
     return runs, store.sync_runs(r.to_row() for r in runs)
 
 
-def _threads(spec: StudySpec, *, executor: str, busy: bool) -> int:
-    """Torch threads per run: execution.threads, else the CPUs per Ray task, else the idle local cores."""
-    if spec.execution.threads:
-        return spec.execution.threads
+def _thread_choice(spec: StudySpec, *, executor: str, folder: Path, cores: int) -> Callable[[Run], int]:
+    """Run -> its torch threads: execution.threads, else the CPUs per Ray task, else `local_threads`."""
     if executor == "ray":
-        return max(1, int(spec.execution.cpus_per_run))
-    return local_threads() if busy else 1
+        return lambda run: spec.execution.threads or max(1, int(spec.execution.cpus_per_run))
+    return lambda run: local_threads(run, spec=spec, folder=folder, cores=cores)
+
+
+def _check_dtypes(expansion: Expansion) -> None:
+    """Refuse, before the folder is touched, a dtype this machine's CPU only emulates (the runs and the
+    benchmarks on the CPU), unless [train] allow_slow_dtype = true (`machine.check_dtype`)."""
+    from depthwidth.machine import capabilities, check_dtype
+
+    allowed = bool(expansion.spec.execution_settings().get("allow_slow_dtype"))
+    cpu = capabilities("cpu")
+    wanted = {("[train] dtype", r.config["train"]["dtype"], r.config["train"].get("device", "auto"))
+              for r in expansion.runs if r.kind == "train"}
+    wanted |= {("[bench] dtype", r.config["bench"]["dtype"], "cpu") for r in expansion.runs if r.kind == "bench"}
+    for name, dtype, device in sorted(wanted):
+        if allowed or device not in ("cpu", "auto") or cpu.is_native(dtype):
+            continue  # a GPU run's dtype is checked by the trainer on its device
+        if device == "auto":
+            import torch
+
+            if torch.cuda.is_available():
+                continue
+        check_dtype(dtype, field=name, allow="[train] allow_slow_dtype = true")
+
+
+def _workers(expansion: Expansion, *, executor: str, given: int | None, cores: int, folder: Path,
+             stand_in: bool = False) -> int:
+    """Local worker processes: `given` (--workers), else execution.workers, else as many runs of the
+    fewest threads as the cores hold (`threads.default_workers`, over the training runs); a stand-in
+    job function (a test's) runs in this process unless workers are asked for."""
+    if executor != "local":
+        return 1
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+            raise UserError(f"workers={given!r} must be a positive integer")
+        return given
+    if expansion.spec.execution.workers:
+        return expansion.spec.execution.workers
+    if stand_in:
+        return 1
+    spec = expansion.spec
+    train = [r for r in expansion.runs if r.kind == "train"]
+    return default_workers((local_threads(r, spec=spec, folder=folder, cores=cores) for r in train), cores=cores)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -249,7 +286,7 @@ class _Driver:
     runner: object
     folder: Path
     spec: StudySpec
-    threads: int
+    threads: Callable[[Run], int]  # a run's torch threads (`local_threads`)
     emit: EventCallback
     running: list[str]
     total: int
@@ -291,7 +328,7 @@ class _Driver:
         self.store.mark_running(run.run_id, worker=self.runner.name)
         self.running.append(run.run_id)
         self.runner.submit(Job(run_id=run.run_id, kind=run.kind, config=run.config,
-                               run_dir=str(run_dir(self.folder, run.run_id)), threads=self.threads,
+                               run_dir=str(run_dir(self.folder, run.run_id)), threads=self.threads(run),
                                execution=self.spec.execution_settings(), label=run.label()))
         self.emit(StudyEvent(kind="run_start", run_id=run.run_id, label=run.label(),
                              attempt=self.attempts[run.run_id]))

@@ -20,7 +20,7 @@ Sections (every key is optional unless marked):
                    `transfer_from = "<shape label>"` (or "smallest"): under mup/completep tune that shape
                    only and reuse its LR for the others, `transfer_seeds` seeds each
     [bench]        batch-1 prefill / decode latency and throughput of each shape (random weights)
-    [execution]    threads, cpus_per_run, gpus_per_run, max_attempts - how to run, never what
+    [execution]    threads, workers, cpus_per_run, gpus_per_run, max_attempts - how to run, never what
 Every shape of a study gets the same number of learning-rate trials, the same seeds and the same token
 budget per budget group; those are what makes the comparison fair (see `depthwidth.study.fairness`).
 """
@@ -198,7 +198,10 @@ class BenchSpec:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutionSpec:
-    threads: int | None = checked(optional(integer(1)), None, doc="default: the cores (local), cpus_per_run (ray)")
+    threads: int | None = checked(optional(integer(1)), None,
+                                  doc="default: from the run's size and the cores (local), cpus_per_run (ray)")
+    workers: int | None = checked(optional(integer(1, 1024)), None,
+                                  doc="local runs at once, in worker processes; default: from the cores and runs")
     cpus_per_run: int = checked(integer(1), 1, doc="Ray resources per run")
     gpus_per_run: float = checked(number(0.0, inclusive=True), 0.0)
     max_attempts: int = checked(integer(1, 10), 2, doc="a failed run is retried until this many attempts")

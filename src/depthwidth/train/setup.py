@@ -56,6 +56,21 @@ def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device
             raise UserError(f"the dataset given has {name}={mine!r} but the config says {getattr(config, name)!r}")
 
 
+def set_deterministic(mode: bool, *, warn_only: bool, compiled: bool = False) -> None:
+    """`torch.use_deterministic_algorithms(mode, warn_only=...)` without importing torch._inductor
+    when nothing is compiled: the torch function imports it to set inductor's own flag, 3.3 s of a
+    run's start-up on this project's 2-core machine (torch 2.13), paid again by every worker process.
+    That flag only matters to torch.compile, so it is set (the torch function called) when the run
+    compiles or inductor is loaded already."""
+    import sys
+
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if compiled or setter is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
+
+
 @contextlib.contextmanager
 def execution_settings(config: TrainConfig, device: torch.device):
     """Fix threads and request deterministic kernels for the run; restore both afterwards."""
@@ -64,8 +79,9 @@ def execution_settings(config: TrainConfig, device: torch.device):
     fill = torch.utils.deterministic.fill_uninitialized_memory
     if config.threads is not None:
         torch.set_num_threads(config.threads)
+    compiled = bool(getattr(config, "compile", False))
     if device.type == "cpu":
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        set_deterministic(True, warn_only=True, compiled=compiled)
         # Deterministic mode also fills every new empty tensor with NaN (a debugging aid that cost
         # 2-3% of a step in bench_train.py); correct kernels never read it, so it stays off.
         torch.utils.deterministic.fill_uninitialized_memory = False
@@ -73,5 +89,5 @@ def execution_settings(config: TrainConfig, device: torch.device):
         yield torch.get_num_threads()
     finally:
         torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        set_deterministic(det, warn_only=warn_only, compiled=compiled)
         torch.utils.deterministic.fill_uninitialized_memory = fill

@@ -12,13 +12,14 @@ from depthwidth.study.jobs import JobProgress, execute
 
 
 def make_executor(name: str, *, address: str | None = None, study_dir: str | None = None,
-                  cpus_per_run: float = 1, gpus_per_run: float = 0, job_fn: JobFunction = execute,
-                  progress: JobProgress | None = None) -> Executor:
-    """'local' (this process, one run after another) or 'ray' (the `ray` extra)."""
+                  cpus_per_run: float = 1, gpus_per_run: float | None = None, job_fn: JobFunction = execute,
+                  progress: JobProgress | None = None, workers: int = 1, cores: int | None = None) -> Executor:
+    """'local' (this process, one run after another; `workers` > 1: that many worker processes sharing
+    `cores`) or 'ray' (the `ray` extra)."""
     if name == "local":
         from depthwidth.study.executors.local import LocalExecutor
 
-        return LocalExecutor(job_fn=job_fn, progress=progress)
+        return LocalExecutor(job_fn=job_fn, progress=progress, workers=workers, cores=cores)
     if name == "ray":
         from depthwidth.study.executors.ray import RayExecutor
 
