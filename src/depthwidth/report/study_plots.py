@@ -141,7 +141,8 @@ def plot_lr(study: StudyData, out: Path) -> Figure | None:
     if not groups:
         return None
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(groups), figsize=(7.6 * len(groups), 4.9), squeeze=False)
+    # one y scale for every panel: groups side by side (a parametrization factor) compare at a glance
+    fig, axes = plt.subplots(1, len(groups), figsize=(7.6 * len(groups), 4.9), squeeze=False, sharey=True)
     cmap = plt.get_cmap("viridis")
     for ax, g in zip(axes[0], groups):
         rows = sorted((r for r in study.results if r.group == g and r.lr_losses), key=lambda r: r.n_layers)
