@@ -10,10 +10,11 @@ small ops with.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import replace
 
-from depthwidth.machine import HardwareProfile, best_seconds, device_kind
+from depthwidth.machine import HardwareProfile, device_kind
 
 #: key in `HardwareProfile.op_overheads` of the fixed seconds per dispatched aten op
 DISPATCH_OP = "dispatch_op"
@@ -40,8 +41,21 @@ def _tiny(n_layers: int, device: str):
     return shape, decode
 
 
+def _median_seconds(fn, *, repeat: int, sync) -> float:
+    """Median seconds of `repeat` timed calls after one warm-up (the serving bench reports medians)."""
+    fn()
+    samples = []
+    for _ in range(max(3, repeat)):
+        start = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
 def dispatch_costs(*, device: str = "cpu", repeat: int = 7) -> dict[str, float]:
-    """Fixed seconds of our eager model's ops, timed on a 1-token decode step with a KV cache of a
+    """Fixed seconds of our eager model's ops (medians of `repeat` loops), timed on a 1-token decode step with a KV cache of a
     Transformer of width 8 (FLOPs and bytes negligible) at 1 and 9 layers: the time per added layer
     divided by the aten ops it dispatches (`DISPATCH_OP`, counted with `bench.dispatch`) and by the
     ops `layer_ops` counts per layer (`machine.EAGER_BLOCK_OP`: an eager layer dispatches about three
@@ -62,7 +76,7 @@ def dispatch_costs(*, device: str = "cpu", repeat: int = 7) -> dict[str, float]:
             def loop(decode=decode) -> None:
                 for _ in range(_CALLS):
                     decode()
-            times[n_layers] = best_seconds(loop, repeat=repeat, warmup=1, sync=sync) / _CALLS
+            times[n_layers] = _median_seconds(loop, repeat=repeat, sync=sync) / _CALLS
     per_layer = max(0.0, (times[9] - times[1]) / 8)
     inventory = sum(1 for op in layer_ops(shape, batch=1, new_tokens=1) if op.repeat == shape.n_layers)
     return {EAGER_BLOCK_OP: per_layer / inventory, DISPATCH_OP: per_layer * 8 / (counts[9] - counts[1])}

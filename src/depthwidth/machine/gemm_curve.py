@@ -8,13 +8,14 @@ For each dtype and kernel, a few sizes from tiny to the size where the rate stop
   tokens and one decode token over 64 and 256 keys; work = the FLOPs `shapes.flops.layer_ops` counts
   for it (scores and values, causal keys per query).
 - "gelu": tanh GELU of 1k to 512k elements; "norm": LayerNorm of (64 x d) rows; work = elements.
-Each point is the best of the calls made in `cap_s` seconds (at least 3), minus
-the kernel's own fixed call cost: its best time at the smallest size (1 token, 8 wide), which the
+Each point is the median of the calls made in `cap_s` seconds (at least 3), minus
+the kernel's own fixed call cost: its time at the smallest size (1 token, 8 wide), which the
 per-op dispatch cost already prices. torch is imported inside the functions.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,23 +32,24 @@ NORM_WIDTHS = (64, 256, 1024)
 
 
 def _best(fn: Callable[[], Any], *, sync: Callable[[], Any] | None, repeat: int, cap_s: float) -> float:
-    """Best seconds of one call after two warm-ups: calls go on until `cap_s` is spent and at least
+    """Median seconds of one call after two warm-ups: calls go on until `cap_s` is spent and at least
     `repeat` are done, but stop after 3 once `cap_s` is spent (a large GEMM is timed 3 times, a tiny
-    kernel thousands: the best of many is what a quiet machine gives, another process's burst aside)."""
+    kernel thousands). The median, not the best: a model's forward runs each kernel once, among
+    others, and the serving bench reports medians."""
     fn()
     fn()
     if sync:
         sync()
-    best, start, count = float("inf"), time.perf_counter(), 0
+    samples: list[float] = []
+    start = time.perf_counter()
     while True:
         t0 = time.perf_counter()
         fn()
         if sync:
             sync()
-        best, count = min(best, time.perf_counter() - t0), count + 1
-        spent = time.perf_counter() - start
-        if spent > cap_s and (count >= repeat or count >= 3):
-            return best
+        samples.append(time.perf_counter() - t0)
+        if time.perf_counter() - start > cap_s and (len(samples) >= repeat or len(samples) >= 3):
+            return statistics.median(samples)
 
 
 def attention_flops(tokens: int, past: int, *, heads: int, head_dim: int) -> float:
