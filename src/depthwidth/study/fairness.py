@@ -30,7 +30,7 @@ from depthwidth.study.run_config import canonical_json, run_data, run_settings, 
 from depthwidth.study.spec_train import FACTORS
 from depthwidth.study.store import ResultRecord, RunRecord
 
-FIELDS = ("data", "settings", "tokens", "batch_stream_hash", "lr_trials", "lr", "seeds")
+FIELDS = ("data", "settings", "tokens", "batch_stream_hash", "lr_trials", "lr", "seeds", "device")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,6 +82,8 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
     same("settings", "study", [({k: v for k, v in run_settings(r.config).items() if k not in FACTORS}, r)
                                for r in train])
     same("lr_trials", "study", [(r.lr_trials, r) for r in train])
+    same("device", "study", [(device_kind(results[r.run_id].data.get("device")), r) for r in train
+                             if r.status == "completed" and r.run_id in results])
     groups: dict[str, list[RunRecord]] = defaultdict(list)
     for r in train:
         groups[r.group].append(r)
@@ -104,6 +106,11 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
                     and results[r.run_id].batch_stream_hash]
             same("batch_stream_hash", f"{scope} seed {seed}", done)
     return FairnessReport(fair=not findings, checked_runs=len(train), findings=tuple(findings))
+
+
+def device_kind(device: Any) -> str:
+    """What a run trained on, for comparing speeds: "cpu" or "cuda" (the GPU index does not matter)."""
+    return str(device or "cpu").partition(":")[0]
 
 
 def _trial_counts(findings: list[Finding], same, scope: str, per_shape: dict[str, list[RunRecord]],
