@@ -42,6 +42,9 @@ def add_parser(subparsers) -> None:
                    help="dtypes to time (default: fp32, plus bf16 where native, on CPU; fp32,tf32,bf16,fp16 on CUDA)")
     m.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
     m.add_argument("--json", action="store_true", help="print the profile as JSON")
+    m.add_argument("--collectives", action="store_true",
+                   help="instead: time all-reduces between 2 local processes (gloo on CPU, nccl on CUDA) and save "
+                        "the link bandwidth and latency the trainer predicts communication time from")
     m.set_defaults(run=run_measure)
     p.set_defaults(run=lambda args: _no_subcommand(p))
 
@@ -68,6 +71,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_measure(args: argparse.Namespace) -> int:
+    if args.collectives:
+        return _measure_collectives(args)
     from depthwidth.bench.hw import add_small_op_costs, eager_block_overhead
     from depthwidth.machine import capabilities, measure_profile, profile_path, save_profile, torch_threads
 
@@ -93,4 +98,21 @@ def run_measure(args: argparse.Namespace) -> int:
     console.print(f"kernel curves and per-dispatched-op cost ({profile.op_overheads['dispatch_op'] * 1e6:.2f} us) "
                   f"took {curve_s:.1f} s", style="dim", highlight=False)
     console.print(f"saved: {path}", highlight=False)
+    return 0
+
+
+def _measure_collectives(args: argparse.Namespace) -> int:
+    import torch
+
+    from depthwidth.machine.collective import link_path, measure_link
+    from depthwidth.present import units
+
+    backend = "nccl" if (args.device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda" else "gloo"
+    link = measure_link(backend=backend, ranks=2, quick=args.quick)
+    if args.json:
+        print_json({**link.to_dict(), "path": str(link_path(backend, 2))})
+        return 0
+    print(f"{backend}, 2 processes: ring bus bandwidth {units.bandwidth(link.bandwidth)}, latency "
+          f"{units.duration(link.latency_s)} per ring step (least squares over {len(link.points)} all-reduce sizes)")
+    print(f"saved: {link_path(backend, 2)}")
     return 0

@@ -14,6 +14,7 @@ Over the training runs the current spec asks for:
     transfer the proxy within max_trials and every other shape at one learning rate;
 - lr (transfer): every shape other than the proxy at the same learning rate, one the proxy tried;
 - seeds: the same seeds for every shape of a group.
+- device: every completed run trained on the same kind of device (cpu or cuda), so speeds compare.
 - settings allow the study's factor (`[train] parametrization = [...]`) to differ between groups, not
   within one.
 A finding names the field, where it differs, and which runs hold which value.

@@ -203,7 +203,11 @@ class ExecutionSpec:
     workers: int | None = checked(optional(integer(1, 1024)), None,
                                   doc="local runs at once, in worker processes; default: from the cores and runs")
     cpus_per_run: int = checked(integer(1), 1, doc="Ray resources per run")
-    gpus_per_run: float = checked(number(0.0, inclusive=True), 0.0)
+    gpus_per_run: float | None = checked(optional(number(0.0, inclusive=True)), None,
+                                         doc="Ray GPUs per process of a run; default 1 when the cluster has GPUs, else 0")
+    nproc_per_run: int = checked(integer(1, 1 << 16), 1, doc="processes of one run (torch.distributed, one machine)")
+    parallel: str = checked(choice(("ddp", "fsdp")), "ddp", doc="how a run's processes share the model")
+    tp: int = checked(integer(1, 1 << 10), 1, doc="tensor-parallel ranks among a run's processes")
     max_attempts: int = checked(integer(1, 10), 2, doc="a failed run is retried until this many attempts")
 
 
@@ -245,7 +249,13 @@ class StudySpec:
         with the study defaults: what an executor passes to each run besides its threads."""
         from depthwidth.train.config import EXECUTION_FIELDS
 
-        return {k: self.train.get(k) for k in EXECUTION_FIELDS if k != "threads" and self.train.get(k) is not None}
+        out = {k: self.train.get(k) for k in EXECUTION_FIELDS if k != "threads" and self.train.get(k) is not None}
+        ex = self.execution  # [execution] nproc_per_run, parallel, tp: one run over several processes
+        if ex.nproc_per_run % ex.tp:
+            raise UserError(f"{self.source}: execution.tp={ex.tp} must divide execution.nproc_per_run={ex.nproc_per_run}")
+        if (ex.nproc_per_run, ex.parallel, ex.tp) != (1, "ddp", 1):
+            out.update(nproc=ex.nproc_per_run, parallel=ex.parallel, tp=ex.tp)
+        return out
 
     def train_config(self, *, lr: float, seed: int, tokens: int, threads: int | None = None,
                      overrides: dict[str, Any] | None = None):

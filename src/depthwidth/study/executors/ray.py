@@ -4,7 +4,16 @@
   for the study, with no dashboard and its temp folder `<study>/ray` (Unix socket paths are limited to
   about 107 bytes and Ray puts `session_<date>_<pid>/sockets/plasma_store` under it, so a study folder
   whose path is too long gets a short folder under the system temp dir instead; `describe()` says which).
-- Each task asks for `cpus_per_run` CPUs and `gpus_per_run` GPUs; Ray's own retries are off
+- Each task asks for `cpus_per_run` CPUs and `gpus_per_run` GPUs per process of its run (a run with
+  `nproc_per_run` = N asks for N times both, in one task: Ray grants a task all of its resources on one
+  node at once, the reservation a one-bundle STRICT_PACK placement group would make; the task then starts
+  the run's N processes itself, `depthwidth.train.launch`, so the trainer stays a plain torch.distributed
+  program - Ray Train's TorchTrainer would run it inside Ray Train workers with its own process-group
+  setup, checkpoints and reporting). `gpus_per_run` defaults to 1 on a cluster with GPUs, else 0.
+- One run per Ray worker process (`max_calls=1`): a run never inherits another's CUDA context or
+  `CUDA_VISIBLE_DEVICES`; the device is explicit - Ray makes the task's GPUs visible, and a task with
+  no GPU sees none (`CUDA_VISIBLE_DEVICES=""`), so `device = "auto"` trains on the CPU there.
+  Ray's own retries are off
   (max_retries=0): a task that raises or whose worker dies comes back as a `failed` Outcome and the
   study's driver decides whether to retry it. Workers return outcomes; only the driver writes the store.
 - Checkpoints go to the run's folder under the study folder: on a multi-node cluster that path must be
@@ -13,7 +22,7 @@
   port accept a connection, then a throwaway process must join the cluster, all within
   `DEPTHWIDTH_RAY_TIMEOUT` seconds (default 30); Ray itself would retry an address that does not
   answer for minutes, printing its reconnect lines.
-- Out of scope: runs that need more devices than one worker has (no multi-node / multi-GPU training).
+- Out of scope: runs whose processes span several nodes.
 """
 
 from __future__ import annotations
@@ -118,15 +127,29 @@ def _probe_port(address: str, host: str, port: int, *, timeout: float) -> None:
         raise UserError(f"--address {address}: {why}")
 
 
-def _run_job(job_fn: JobFunction, job: Job) -> Outcome:
+def _run_job(job_fn: JobFunction, job: Job, gpus: float = 0) -> Outcome:
+    if not gpus:  # a task without GPUs sees none, so device "auto" is the CPU (Ray sets the GPUs it grants)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     return job_fn(job)
+
+
+def remote_task(ray):
+    """The Ray remote function of a job: no retries by Ray (the driver decides), one run per worker process."""
+    return ray.remote(max_retries=0, max_calls=1)(_run_job)
+
+
+def run_resources(job: Job, *, cpus_per_run: float, gpus_per_run: float) -> dict[str, float]:
+    """Ray resources of one job's task: per process of the run, times its `nproc`."""
+    n = int((job.execution or {}).get("nproc", 1)) if job.kind == "train" else 1
+    return {"num_cpus": cpus_per_run * n, "num_gpus": gpus_per_run * n}
 
 
 class RayExecutor:
     name = "ray"
 
     def __init__(self, *, address: str | None = None, study_dir: str | os.PathLike | None = None,
-                 cpus_per_run: float = 1, gpus_per_run: float = 0, job_fn: JobFunction = execute) -> None:
+                 cpus_per_run: float = 1, gpus_per_run: float | None = None,
+                 job_fn: JobFunction = execute) -> None:
         self.address = address
         self.study_dir = study_dir
         self.cpus_per_run = cpus_per_run
@@ -151,6 +174,8 @@ class RayExecutor:
                          configure_logging=False)
             self._owns_ray = True
         resources = ray.cluster_resources()
+        if self.gpus_per_run is None:  # a cluster with GPUs trains on them: one per process of a run
+            self.gpus_per_run = 1.0 if resources.get("GPU", 0) > 0 else 0.0
         for key, wanted in (("CPU", self.cpus_per_run), ("GPU", self.gpus_per_run)):
             if wanted and resources.get(key, 0) < wanted:
                 self.close()
@@ -158,13 +183,14 @@ class RayExecutor:
                                  f"{resources.get(key, 0):g}; lower execution.{key.lower()}s_per_run")
         fits = [resources.get(k, 0) / w for k, w in (("CPU", self.cpus_per_run), ("GPU", self.gpus_per_run)) if w]
         self.capacity = max(1, int(min(fits))) if fits else 1
-        self._remote = ray.remote(max_retries=0)(_run_job).options(num_cpus=self.cpus_per_run,
-                                                                   num_gpus=self.gpus_per_run)
+        self._remote = remote_task(ray)
 
     def submit(self, job: Job) -> None:
         if self._remote is None:
             raise RuntimeError("submit() before start()")
-        self._refs[self._remote.remote(self._job_fn, job)] = job
+        options = run_resources(job, cpus_per_run=self.cpus_per_run, gpus_per_run=self.gpus_per_run)
+        task = self._remote.options(**options)  # max_calls=1 of ray.remote stays: options() cannot change it
+        self._refs[task.remote(self._job_fn, job, options["num_gpus"])] = job
 
     def pending(self) -> int:
         return len(self._refs)
@@ -191,8 +217,9 @@ class RayExecutor:
 
     def describe(self) -> str:
         where = f"cluster at {self.address}" if self.address else f"local cluster (temp {self.temp_dir})"
-        text = f"ray, {where}, {self.cpus_per_run:g} CPU / {self.gpus_per_run:g} GPU per run"
+        gpus = "auto" if self.gpus_per_run is None else f"{self.gpus_per_run:g}"
+        text = f"ray, {where}, {self.cpus_per_run:g} CPU / {gpus} GPU per process of a run"
         return text + (f"; note: {self.note}" if self.note else "")
 
 
-__all__ = ["RayExecutor", "check_address", "connect_timeout", "import_ray", "ray_temp_dir"]
+__all__ = ["RayExecutor", "check_address", "connect_timeout", "import_ray", "ray_temp_dir", "remote_task", "run_resources"]
