@@ -137,7 +137,8 @@ def plot_transfer(result, path: str | Path) -> Path:
             plain_log_ticks(ax)
             held = f"depth {result.depths[0]}" if over == "width" else f"width {result.widths[0]}"
             sh = result.shift(pz, over)
-            moved = "-" if sh["grid_steps"] is None else f"{sh['grid_steps']} grid step{'' if sh['grid_steps'] == 1 else 's'}"
+            n = sh["grid_steps"]
+            moved = "-" if n is None else f"{n} grid step{'' if n == 1 else 's'}"
             ax.set_title(f"{pz}: {over} sweep at {held} (optimum moves {moved})")
             ax.set_xlabel("learning rate")
             ax.set_ylabel("validation loss")
