@@ -14,7 +14,7 @@ and after is printed. One thread by default: on a busy 2-core machine two thread
 No pass/fail target: the point is the side-by-side table. About 40 s with one thread.
 
     python benchmarks/bench_serving.py [--dtypes fp32,bf16] [--rounds 3] [--repeat 3] [--threads 1]
-                                       [--fresh-profile] [--json out.json]
+                                       [--fresh-profile] [--device cpu|cuda|cuda:N] [--json out.json]
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def main() -> int:
                              "other whenever another process runs, and medians grow several-fold)")
     parser.add_argument("--fresh-profile", action="store_true",
                         help="measure the hardware profile again first (and store it) instead of reusing it")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or auto")
     parser.add_argument("--json", metavar="PATH", help="also write every result as JSON")
     args = parser.parse_args()
     import torch
@@ -93,7 +94,7 @@ def main() -> int:
         for dtype in dtypes:
             config = BenchConfig(prompt_lens=(PROMPT,), contexts=CONTEXTS, batches=BATCHES, dtype=dtype,
                                  repeat=args.repeat, warmup=args.warmup, threads=args.threads, new_tokens=16,
-                                 throughput_prompt_len=16)
+                                 throughput_prompt_len=16, device=args.device)
             for shape in shapes:
                 print(f"  round {rnd + 1}/{args.rounds} {dtype} {shape.label()}", file=sys.stderr, flush=True)
                 result = bench(shape, config)
