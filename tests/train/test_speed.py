@@ -107,7 +107,7 @@ def test_a_cuda_run_trains_in_bf16_by_default_and_the_cpu_keeps_its_dtype(monkey
     # the new setting leaves a default run's identity (and so every stored hash) as it was
     assert "cuda_dtype" not in identity_dict(base)
     assert "cuda_dtype" in identity_dict(base.with_(cuda_dtype="fp32"))
-    assert base.config_hash() != base.with_(dtype="bf16").config_hash()  # what a resolved CUDA run hashes
+    assert base.config_hash() != base.with_(cuda_dtype="fp32").config_hash()  # an explicit fp32 CUDA run
 
 
 @pytest.mark.parametrize("name,dtype,row,rate", [("NVIDIA H200", "bf16", "h200", "bf16"),

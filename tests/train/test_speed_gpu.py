@@ -20,9 +20,9 @@ def _losses(result):
 def test_defaults_on_cuda_are_bf16_and_tf32(tiny_shape, tiny_config):
     r = train(tiny_shape, tiny_config.with_(device="cuda", compile=False))
     assert r.status == "completed" and r.device.startswith("cuda")
-    assert r.dtype == "bf16" and r.config["dtype"] == "bf16" and r.tf32
+    assert r.dtype == "bf16" and r.config["dtype"] == "fp32" and r.config["cuda_dtype"] is None
     fp32 = train(tiny_shape, tiny_config.with_(device="cuda", cuda_dtype="fp32", compile=False))
-    assert fp32.dtype == "fp32" and fp32.config_hash != r.config_hash
+    assert fp32.dtype == "fp32" and fp32.tf32 and fp32.config_hash != r.config_hash
     assert _losses(fp32) == pytest.approx(_losses(r), rel=5e-2)
 
 

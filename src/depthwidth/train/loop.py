@@ -60,8 +60,6 @@ def train(
     result are written there and `resume=True` continues (or returns) the run found there."""
     speed.prepare_deterministic(config)  # CUDA: before anything starts cuBLAS
     device = resolve_device(config)
-    if device.type == "cuda":  # the dtype it trains in (bf16 by default there), hashed and recorded as such
-        config = config.with_(dtype=speed.run_dtype(config, device))
     cache_dir = machine_cache_dir(config.cache_dir)
     if dataset is None:
         dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
@@ -109,7 +107,8 @@ class _Run:
         self.eval_slices, self.device, self.threads = eval_slices, device, threads
         self.cache_dir, self.run_dir, self.progress = cache_dir, run_dir, progress
         self.steps = config.total_steps
-        self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if config.dtype == "bf16"
+        self.dtype = speed.run_dtype(config, device)  # what it trains in (CUDA: bf16 by default), recorded
+        self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if self.dtype == "bf16"
                          else contextlib.nullcontext())
         self.curve: list[dict] = []
         self.evals: list[dict] = []
@@ -203,8 +202,8 @@ class _Run:
             return self._finish("failed", error=f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
 
     def _run(self, payload) -> TrainResult:
-        tf32 = self.device.type == "cuda" and self.config.dtype == "fp32"  # speed.device_settings turned it on
-        self.peak = peak_flops(dtype="tf32" if tf32 else self.config.dtype, device=self.device, threads=self.threads,
+        tf32 = self.device.type == "cuda" and self.dtype == "fp32"  # speed.device_settings turned it on
+        self.peak = peak_flops(dtype="tf32" if tf32 else self.dtype, device=self.device, threads=self.threads,
                                cache_dir=self.cache_dir, override=self.config.peak_flops)  # its GEMM: not the run's
         start = self.start = self._build(payload)
         if self.device.type == "cuda":
@@ -320,7 +319,7 @@ class _Run:
         else:
             peak_memory = (self.states or 0) + (self.saved_bytes or 0) if self.states is not None else None
         counts = count_params(self.shape)
-        vendor, vendor_source = speed.vendor_peak(self.device, cfg.dtype)
+        vendor, vendor_source = speed.vendor_peak(self.device, self.dtype)
         result = TrainResult(
             status=status,
             val_loss=outcome.loss if outcome else None,
@@ -354,7 +353,7 @@ class _Run:
             diverged_at_step=diverged_at,
             error=error,
             device=str(self.device),
-            dtype=cfg.dtype,
+            dtype=self.dtype,
             threads=self.threads,
             torch_version=torch.__version__,
             shape=self.shape.to_dict(),

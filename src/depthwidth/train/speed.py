@@ -3,9 +3,10 @@ torch.compile, TF32 and deterministic kernels on CUDA, warm-up accounting, and t
 
 - dtype (`run_dtype`): on CPU `config.dtype` as given (CPU defaults and run hashes unchanged). On CUDA
   `config.cuda_dtype` when set, else `config.dtype` when it is not the default fp32, else bf16 autocast
-  where the GPU computes bf16 natively (Ampere and later) and fp32 elsewhere. The trainer records the
-  resolved dtype in the result (`TrainResult.dtype`) and hashes the resolved config, so a CUDA bf16
-  run never shares a config hash with an fp32 one.
+  where the GPU computes bf16 natively (Ampere and later) and fp32 elsewhere. The config stays as
+  given (its hash is that of the request: `cuda_dtype` is left out of it while unset, so every stored
+  hash stands, and an explicit `cuda_dtype = "fp32"` hashes apart from the default); the result
+  records the resolved dtype (`TrainResult.dtype`).
 - fp32 on CUDA runs its matmuls in TF32 (`TrainResult.tf32`), as PyTorch users of the field expect.
 - compile (`compiles`): `config.compile`, default on for CUDA and off on CPU (measured on a 2-core CPU:
   minutes of compilation, no gain). Only the training forward/backward is compiled; evaluation runs the
