@@ -29,7 +29,7 @@ SHAPE = dict(n_layers=2, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32)
 #: tensor parallelism on every layout the head split must get right: GQA, SwiGLU, biases, RoPE
 TP_SHAPE = dict(n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, ffn="swiglu", bias="all", pos="rope",
                 vocab_size=256, max_seq_len=32)
-KILL_STEPS = 40
+KILL_STEPS = 24
 
 
 def _port() -> int:

@@ -1,7 +1,7 @@
 """The collective bandwidth of a torch.distributed backend on this machine, measured.
 
 `measure_link(backend, ranks)` starts `ranks` local processes of a `gloo` (CPU) or `nccl` (CUDA) group
-and times all-reduces of 64 KiB to 16 MiB (fp32, best of a few repeats after a warm-up). A ring
+and times all-reduces of 4 KiB to 16 MiB (fp32, best of a few repeats after a warm-up). A ring
 all-reduce of n bytes over r ranks takes 2(r-1)/r x n / bw + 2(r-1) x latency (Patarasuk and Yuan
 2009), so a least-squares line through (2(r-1)/r x n, t) gives the bus bandwidth bw (its inverse
 slope) and the latency per ring step (its intercept / 2(r-1)). The result is saved next to this
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from depthwidth.machine.paths import cache_dir
 
-SIZES = (1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
-QUICK_SIZES = (1 << 16, 1 << 18, 1 << 20)
+SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
+QUICK_SIZES = (1 << 12, 1 << 16, 1 << 20)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
