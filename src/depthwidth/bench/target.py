@@ -126,8 +126,8 @@ def load_hf_target(folder: Path, *, attn_impl: str = "sdpa") -> LoadedTarget:
 
 
 def variant_model(loaded: LoadedTarget, variant: str) -> nn.Module:
-    """The model to time for `variant` ("fp32" | "bf16" | "int8"), in eval mode: the loaded model
-    itself for fp32, a bf16 copy, or an int8 dynamically quantized copy (`bench.quantize`).
+    """The model to time for `variant` ("fp32" | "bf16" | "fp16" | "int8"), in eval mode: the loaded
+    model itself for fp32, a bf16 or fp16 copy, or an int8 dynamically quantized copy (`bench.quantize`).
     `loaded.model` stays fp32 and unchanged."""
     if variant == "int8":
         from depthwidth.bench.quantize import quantize_int8
@@ -135,9 +135,9 @@ def variant_model(loaded: LoadedTarget, variant: str) -> nn.Module:
         return quantize_int8(loaded.model).eval()
     if variant == "fp32":
         return loaded.model.eval()
-    if variant == "bf16":
-        return copy.deepcopy(loaded.model).to(torch.bfloat16).eval()
-    raise ValueError(f"variant={variant!r} is not one of fp32, bf16, int8")
+    if variant in ("bf16", "fp16"):  # (fp16 on CUDA only: the bench refuses it on a CPU)
+        return copy.deepcopy(loaded.model).to(torch.bfloat16 if variant == "bf16" else torch.float16).eval()
+    raise ValueError(f"variant={variant!r} is not one of fp32, bf16, fp16, int8")
 
 
 __all__ = ["LoadedTarget", "checkpoint_file", "is_hf_folder", "load_checkpoint_model", "load_hf_target", "load_target",
