@@ -11,9 +11,15 @@ Method (what a serving engineer measures, e.g. vLLM's benchmark_latency / MLPerf
 - throughput: `batch` sequences, a prompt of `throughput_prompt_len`, then `new_tokens` greedy tokens
   with the cache (prefill included); tokens/s = batch * new_tokens / seconds.
 - `warmup` untimed runs, then `repeat` timed ones: median, quartiles and min/max.
+- device (`BenchConfig.device`: cpu, cuda, cuda:N, auto): the model, the prompts and the KV cache live
+  there; CUDA calls are timed with CUDA events (`bench.timing`), and each decode point is also timed
+  replayed as a CUDA graph (variant "<dtype>+cudagraph", `bench.cudagraph`). int8 dynamic
+  quantization (torch.ao) is CPU only and refused on CUDA.
+- each timed call's aten ops are counted once (`bench.dispatch`): the prediction's fixed cost is that
+  count times the profile's measured cost per dispatched op (`shapes.small_ops`).
 Predictions come from `shapes.latency` (`predict_prefill`, `predict_decode`) with the hardware profile
-measured on this machine (`depthwidth.machine`, "measured") or any other hardware argument; a generation
-is predicted as one prefill plus its decode steps.
+of the device measured on (`depthwidth.machine`, "measured") or any other hardware argument of that
+kind of device; a generation is predicted as one prefill plus its decode steps.
 """
 
 from __future__ import annotations
