@@ -69,3 +69,13 @@ def test_fields_of_a_newer_version_are_ignored_and_new_fields_have_defaults(cach
     assert HardwareProfile.from_dict(slow.to_dict()).emulated == {"bf16": 270.0}
     with pytest.raises(ValueError, match="emulated"):
         _profile(emulated={"bf16": -1})
+
+
+def test_hw_measure_takes_the_device_settings_of_train(cli_error):
+    assert "device='mps' is not allowed; expected auto, cpu, cuda or cuda:N" in cli_error(
+        ["hw", "measure", "--device", "mps"])
+    import torch
+
+    if not torch.cuda.is_available():
+        assert cli_error(["hw", "measure", "--quick", "--device", "cuda:1"]).endswith(
+            "device='cuda:1' but torch sees no CUDA device; use device='cpu' or 'auto'")

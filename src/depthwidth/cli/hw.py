@@ -40,13 +40,26 @@ def add_parser(subparsers) -> None:
     m.add_argument("--threads", type=positive_int, help="torch threads (default: torch's current setting)")
     m.add_argument("--dtypes", default=None, metavar="D,D",
                    help="dtypes to time (default: fp32, plus bf16 where native, on CPU; fp32,tf32,bf16,fp16 on CUDA)")
-    m.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
+    m.add_argument("--device", type=_device, metavar="DEVICE",
+                   help="cpu, cuda, cuda:N or auto (default: cuda when available, else cpu); a GPU's profile is "
+                        "kept apart from the CPU's, one per GPU model")
     m.add_argument("--json", action="store_true", help="print the profile as JSON")
     m.add_argument("--collectives", action="store_true",
                    help="instead: time all-reduces between 2 local processes (gloo on CPU, nccl on CUDA) and save "
                         "the link bandwidth and latency the trainer predicts communication time from")
     m.set_defaults(run=run_measure)
     p.set_defaults(run=lambda args: _no_subcommand(p))
+
+
+def _device(text: str) -> str:
+    """cpu, cuda, cuda:N or auto (the settings `depthwidth train --device` takes)."""
+    from depthwidth.train.config import check_device
+
+    try:
+        check_device(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _no_subcommand(parser: argparse.ArgumentParser) -> int:
@@ -77,11 +90,13 @@ def run_measure(args: argparse.Namespace) -> int:
     from depthwidth.machine import capabilities, measure_profile, profile_path, save_profile, torch_threads
 
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip()) if args.dtypes else None
-    profile = measure_profile(dtypes=dtypes, threads=args.threads, quick=args.quick, device=args.device,
+    device = None if args.device in (None, "auto") else args.device
+    profile = measure_profile(dtypes=dtypes, threads=args.threads, quick=args.quick, device=device,
                               block_overhead=eager_block_overhead)
     with torch_threads(profile.threads):  # the kernel curves and the per-dispatched-op cost, at its threads
         profile, curve_s = add_small_op_costs(profile, quick=args.quick)
-    path = save_profile(profile, args.out or profile_path(threads=args.threads))
+    path = save_profile(profile, args.out or profile_path(threads=args.threads, device=profile.device,
+                                                          device_name=profile.device_name))
     data = {**profile.to_dict(), "path": str(path)}
     if args.json:
         print_json(data)
@@ -91,10 +106,14 @@ def run_measure(args: argparse.Namespace) -> int:
 
     console = make_console()
     console.print(profile_table(data))
-    caps = capabilities(profile.device)
+    caps = capabilities(device or profile.device)
+    console.print(caps.describe(), style="dim", highlight=False)
     if dtypes is None and not caps.bf16_native:
-        console.print("bf16 not timed: emulated on this device (about 270x slower than fp32); "
-                      "--dtypes fp32,bf16 times it anyway", style="dim", highlight=False)
+        console.print("bf16 not timed: emulated on this device (about 270x slower than fp32 on an AVX2-only "
+                      "CPU); --dtypes fp32,bf16 probes it", style="dim", highlight=False)
+    for dtype, times in profile.emulated.items():
+        console.print(f"{dtype}: emulated here, {times:.0f}x slower than fp32 on the probe GEMM (n=128); not "
+                      "timed further", style="dim", highlight=False)
     console.print(f"kernel curves and per-dispatched-op cost ({profile.op_overheads['dispatch_op'] * 1e6:.2f} us) "
                   f"took {curve_s:.1f} s", style="dim", highlight=False)
     console.print(f"saved: {path}", highlight=False)
@@ -107,7 +126,8 @@ def _measure_collectives(args: argparse.Namespace) -> int:
     from depthwidth.machine.collective import link_path, measure_link
     from depthwidth.present import units
 
-    backend = "nccl" if (args.device or ("cuda" if torch.cuda.is_available() else "cpu")) == "cuda" else "gloo"
+    device = args.device if args.device not in (None, "auto") else ("cuda" if torch.cuda.is_available() else "cpu")
+    backend = "nccl" if device.split(":")[0] == "cuda" else "gloo"
     link = measure_link(backend=backend, ranks=2, quick=args.quick)
     if args.json:
         print_json({**link.to_dict(), "path": str(link_path(backend, 2))})
