@@ -43,11 +43,10 @@ def rope_tables(shape: Shape) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    # x: (B, H, T, Dh); cos/sin: (T, Dh), fp32 tables cast to x's dtype (bf16 q/k stay bf16, as HF does)
+    # x: (B, H, T, Dh); cos/sin: (T, Dh)
     x1, x2 = x.chunk(2, dim=-1)
     rotated = torch.cat([-x2, x1], dim=-1)
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    return x * cos + rotated * sin
+    return (x * cos + rotated * sin).to(x.dtype)
 
 
 class Attention(nn.Module):
