@@ -260,7 +260,8 @@ def main() -> int:
     step = {c: tiny.batch * tiny.seq_len / v for c, v in row["tps"].items()}
     print(f"trainer overhead per step, where a step costs little (L2-H32, seq 32, batch 4, {tiny.steps} steps x "
           f"{tiny.rounds} rounds): ours {1e3 * step['ours']:.3f} ms, plain {1e3 * step['plain']:.3f} ms, "
-          f"difference {1e3 * (step['ours'] - step['plain']):+.3f} ms (ours/plain {row['tps']['ours'] / row['tps']['plain']:.3f}, "
+          f"difference {1e3 * (step['ours'] - step['plain']):+.3f} ms "
+          f"(ours/plain {row['tps']['ours'] / row['tps']['plain']:.3f}, "
           f"pair {min(row['pair']):.3f}-{max(row['pair']):.3f}, other {row['other']:.2f} cores)")
     print(f"columns: tok/s = median over rounds of (timed steps x batch tokens) / wall seconds; pair = ours/plain "
           f"within each round; MFU = model FLOPs x tok/s / measured GEMM peak ({peak.source}); bits = ours and "

@@ -25,10 +25,10 @@ class TrainResult:
     the run's memory peak is reset), `mfu_vendor` by the vendor's dense peak of the GPU
     (`vendor_peak_flops`, a table row; None on CPU). `dtype` is the dtype the run trained in
     (`train.speed.run_dtype`: on CUDA bf16 autocast by default), `tf32` whether fp32 matmuls ran in
-    TF32, `compiled` whether the training forward ran through torch.compile. Each curve point has the step's wall `seconds` and the
-    process CPU time `cpu_seconds` (all threads), which other load on a shared machine disturbs
-    less. On CUDA `peak_memory_bytes` is torch.cuda.max_memory_allocated; on CPU it is the measured bytes of parameters, gradients and
-    optimizer states plus `saved_activation_bytes` (tensors saved for backward in one micro-batch,
+    TF32, `compiled` whether the training forward ran through torch.compile. Each curve point has the
+    step's wall `seconds` and the process CPU time `cpu_seconds` (all threads), which other load on a
+    shared machine disturbs less. On CUDA `peak_memory_bytes` is torch.cuda.max_memory_allocated; on
+    CPU it is the measured bytes of parameters, gradients and optimizer states plus `saved_activation_bytes` (tensors saved for backward in one micro-batch,
     counted with saved_tensors_hooks); `peak_rss_bytes` is the process's peak resident set.
     """
 
