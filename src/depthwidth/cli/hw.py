@@ -120,14 +120,21 @@ def run_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def collective_backend(device: str | None, *, cuda_available: bool) -> str:
+    """The torch.distributed backend `hw measure --collectives` times: nccl for cuda and cuda:N (and for
+    auto or no --device when CUDA is available), gloo for the CPU."""
+    if device in (None, "auto"):
+        return "nccl" if cuda_available else "gloo"
+    return "nccl" if device.split(":")[0] == "cuda" else "gloo"
+
+
 def _measure_collectives(args: argparse.Namespace) -> int:
     import torch
 
     from depthwidth.machine.collective import link_path, measure_link
     from depthwidth.present import units
 
-    device = args.device if args.device not in (None, "auto") else ("cuda" if torch.cuda.is_available() else "cpu")
-    backend = "nccl" if device.split(":")[0] == "cuda" else "gloo"
+    backend = collective_backend(args.device, cuda_available=torch.cuda.is_available())
     link = measure_link(backend=backend, ranks=2, quick=args.quick)
     if args.json:
         print_json({**link.to_dict(), "path": str(link_path(backend, 2))})
