@@ -29,6 +29,20 @@ from depthwidth.train.config import TrainConfig
 
 #: environment variables a launcher (torchrun, or `launch.spawn`) sets for each rank
 LAUNCH_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+#: Seconds a collective may wait for the other ranks before the run fails (default 600).
+TIMEOUT_ENV = "DEPTHWIDTH_DIST_TIMEOUT"
+
+
+def collective_timeout() -> datetime.timedelta:
+    """$DEPTHWIDTH_DIST_TIMEOUT seconds (default 600), checked: a bad value is one line, not a traceback."""
+    text = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        value = float(text) if text else 600.0
+    except ValueError:
+        raise UserError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds") from None
+    if not 0 < value < 7 * 86400:
+        raise UserError(f"{TIMEOUT_ENV}={text!r} must be between 0 and a week of seconds")
+    return datetime.timedelta(seconds=value)
 
 
 def under_launcher() -> bool:
@@ -209,8 +223,7 @@ def join(config: TrainConfig, device: torch.device) -> DistContext | None:
     owns = not dist.is_initialized()
     if owns:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=float(os.environ.get("DEPTHWIDTH_DIST_TIMEOUT",
-                                                                                        "600"))))
+                                timeout=collective_timeout())
     elif dist.get_world_size() != world:
         raise RuntimeError(f"a process group of {dist.get_world_size()} ranks is open; this run needs {world}")
     from torch.distributed.device_mesh import init_device_mesh
