@@ -180,7 +180,7 @@ def run_study(
                        stand_in=job_fn is not execute)
     runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=spec.execution.cpus_per_run,
                            gpus_per_run=spec.execution.gpus_per_run, job_fn=job_fn, progress=progress,
-                           workers=workers, cores=cores)
+                           workers=workers, cores=max(cores, workers))  # --workers above the cores: asked for
     if executor == "ray":
         from depthwidth.study.executors.ray import check_address, import_ray
 
