@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from depthwidth.present.units import count, integer, number, or_dash, percent
+from depthwidth.present.units import count, duration, integer, nbytes, number, or_dash, percent
 
 STATE_ORDER = ("completed", "diverged", "failed", "running", "interrupted", "pending")
 
@@ -34,6 +34,13 @@ def _latency(measured: float | None, predicted: float | None) -> str:
     return number(measured) + (f" ({number(predicted)})" if predicted is not None else "")
 
 
+def _with_predicted(measured: float | None, predicted: float | None, fmt: Callable[[float], str]) -> str:
+    """'128 B (128 B)': a measured value with its prediction in brackets; '-' for a run without one."""
+    if measured is None:
+        return "-"
+    return fmt(measured) + (f" ({fmt(predicted)})" if predicted is not None else "")
+
+
 #: (header, cell) of the terminal comparison table, one row per `ShapeResult`
 SHAPE_COLUMNS: tuple[tuple[str, Callable], ...] = (
     ("group", lambda r: r.group),
@@ -50,7 +57,13 @@ SHAPE_COLUMNS: tuple[tuple[str, Callable], ...] = (
     ("MFU", lambda r: or_dash(r.mfu, percent)),
     ("prefill ms", lambda r: _latency(r.measured_prefill_ms, r.bench_predicted_prefill_ms)),
     ("decode ms", lambda r: _latency(r.measured_decode_ms, r.bench_predicted_decode_ms)),
+    ("comm/tok", lambda r: _with_predicted(r.comm_bytes_per_token, r.predicted_comm_bytes_per_token, nbytes)),
+    ("comm time/tok", lambda r: _with_predicted(r.comm_seconds_per_token, r.predicted_comm_seconds_per_token,
+                                                duration)),
+    ("comm %", lambda r: or_dash(r.comm_fraction, percent)),
 )
+#: shown only when some run of the study measured its communication (several processes)
+COMM_COLUMNS = ("comm/tok", "comm time/tok", "comm %")
 
 
 def _lr_how(r) -> str:
@@ -71,9 +84,13 @@ def shapes_table(summary):
     skip = {"d/L", "LRs"} | ({"group"} if len({r.group for r in summary.rows}) <= 1 else set())
     if all(r.lr_mode == "grid" for r in summary.rows):
         skip.add("lr search")
+    comm = any(r.comm_bytes_per_token is not None for r in summary.rows)
+    if not comm:
+        skip.update(COMM_COLUMNS)
     columns = [c for c in SHAPE_COLUMNS if c[0] not in skip]
     table = Table(title="shapes (best learning rate each; batch-1 latency in ms: measured (predicted); decode per "
-                        "token)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+                        "token" + ("; communication per trained token, one rank: measured (predicted)" if comm
+                                   else "") + ")", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     for head, _ in columns:
         table.add_column(head, justify="left" if head in ("group", "shape") else "right", no_wrap=True)
     for row in summary.rows:
@@ -202,6 +219,6 @@ def repair_lines(report) -> list[str]:
     return lines
 
 
-__all__ = ["SHAPE_COLUMNS", "STATE_ORDER", "counts_line", "curve_table", "fairness_line", "print_run",
+__all__ = ["COMM_COLUMNS", "SHAPE_COLUMNS", "STATE_ORDER", "counts_line", "curve_table", "fairness_line", "print_run",
            "print_summary", "print_validation", "repair_lines", "run_report_line", "runs_table", "shapes_table",
            "states_table"]

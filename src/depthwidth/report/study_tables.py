@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from depthwidth.present.units import count, flops, nbytes, number, percent, ratio
+from depthwidth.present.units import count, duration, flops, nbytes, number, percent, ratio
 from depthwidth.report.rows import StudyData
 from depthwidth.report.targets import TargetEstimate
 from depthwidth.study.summary import ShapeResult
@@ -60,6 +60,7 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
     slices = sorted({k for r in study.results for k in r.slice_losses})
     probes = sorted({(p, d) for r in study.results for p, by in r.probe_accuracy.items() for d in by},
                     key=lambda pd: (pd[0], int(pd[1])))
+    comm = any(r.comm_bytes_per_token is not None for r in study.results)
     columns = [
         Column(key="group", title="budget"),
         Column(key="shape", title="shape"),
@@ -79,6 +80,7 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         Column(key="tokens_per_s", title="train tok/s", fmt=number),
         Column(key="mfu", title="MFU", fmt=percent),
         Column(key="peak_memory_bytes", title="peak train mem", fmt=nbytes),
+        *(COMM_TABLE if comm else ()),
         Column(key="measured_prefill_ms", title="prefill ms (measured)", fmt=number),
         Column(key="measured_decode_ms", title="decode ms (measured)", fmt=number),
         Column(key="bench_ratio", title="measured/pred", fmt=ratio,
@@ -98,11 +100,12 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
     rows = []
     for r in study.results:
         t = targets.get(r.key)
-        rows.append(_row(r, t, slices) | {f"probe:{p}:{d}": r.probe_accuracy.get(p, {}).get(d) for p, d in probes})
+        rows.append(_row(r, t, slices, comm=comm)
+                    | {f"probe:{p}:{d}": r.probe_accuracy.get(p, {}).get(d) for p, d in probes})
     return Comparison(columns=tuple(columns), rows=tuple(rows), hardware=hardware)
 
 
-def _row(r: ShapeResult, t: TargetEstimate | None, slices: list[str]) -> dict[str, Any]:
+def _row(r: ShapeResult, t: TargetEstimate | None, slices: list[str], *, comm: bool = False) -> dict[str, Any]:
     bench_ratio = None
     if r.measured_decode_ms and r.bench_predicted_decode_ms:
         bench_ratio = r.measured_decode_ms / r.bench_predicted_decode_ms
@@ -126,7 +129,21 @@ def _row(r: ShapeResult, t: TargetEstimate | None, slices: list[str]) -> dict[st
         "lr_edge": r.lr_edge or "",
         "lr_search": _lr_search(r), "lr_optimum": r.lr_optimum, "parametrization": r.parametrization,
         "warnings": r.warning or "",
-    }
+    } | (_comm(r) if comm else {})
+
+
+def _comm(r: ShapeResult) -> dict[str, Any]:
+    return {c.key: getattr(r, c.key) for c in COMM_TABLE if c.key != "comm_layout"} | {"comm_layout": _layout(r)}
+
+
+def _layout(r: ShapeResult) -> str:
+    """'2 processes, tp 2' / '2 processes, ddp'; '' for one process."""
+    if r.comm_nproc is None:
+        return ""
+    how = f"tp {r.comm_tp}" if (r.comm_tp or 1) > 1 else (r.comm_parallel or "")
+    if (r.comm_tp or 1) > 1 and r.comm_nproc > r.comm_tp:
+        how += f" x {r.comm_parallel} {r.comm_nproc // r.comm_tp}"
+    return f"{r.comm_nproc} processes, {how}"
 
 
 def _lr_search(r: ShapeResult) -> str:
@@ -137,14 +154,30 @@ def _lr_search(r: ShapeResult) -> str:
     return "search, bracketed" if r.lr_bracketed else "search, not bracketed"
 
 
+#: communication columns, in the table only when some run measured its communication (several processes)
+COMM_TABLE = (
+    Column(key="comm_layout", title="processes"),
+    Column(key="comm_bytes_per_token", title="comm bytes/token", fmt=nbytes,
+           note="measured: the bytes one rank sends in all collectives of a step, over the step's tokens"),
+    Column(key="predicted_comm_bytes_per_token", title="predicted bytes/token", fmt=nbytes,
+           note="analytic bytes (depthwidth.shapes.collectives), exact for DDP, FSDP2 and TP"),
+    Column(key="comm_seconds_per_token", title="comm time/token", fmt=duration,
+           note="measured: time in collectives per step (waited for at once, an upper bound), over its tokens"),
+    Column(key="predicted_comm_seconds_per_token", title="predicted time/token", fmt=duration,
+           note="ring model with the link of `depthwidth hw measure --collectives` (empty before it is measured)"),
+    Column(key="comm_fraction", title="comm % of step", fmt=percent,
+           note="measured communication seconds over step seconds"),
+)
+
 #: the page shows the comparison as two tables: shape and loss, then speed and memory (warnings listed apart)
 LOSS_KEYS = ("group", "shape", "n_layers", "d_model", "params", "non_embedding_params", "aspect_ratio",
              "train_flops_per_token", "best_lr", "lr_edge", "lr_search", "lr_optimum", "val_loss", "val_loss_std", "n_seeds", "int8_loss_change")
 SPEED_KEYS = ("group", "shape", "tokens_per_s", "mfu", "peak_memory_bytes", "measured_prefill_ms",
-              "measured_decode_ms", "bench_ratio", "target_prefill_ms", "target_decode_ms", "target_source")
+              "measured_decode_ms", "bench_ratio", "target_prefill_ms", "target_decode_ms", "target_source",
+              *(c.key for c in COMM_TABLE))
 
 #: the columns report.md shows (the HTML page and the CSV have all of them)
 MARKDOWN_KEYS = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr",
                  "val_loss", "val_loss_std", "n_seeds", "tokens_per_s", "measured_decode_ms", "target_decode_ms")
 
-__all__ = ["Column", "Comparison", "LOSS_KEYS", "MARKDOWN_KEYS", "SPEED_KEYS", "comparison"]
+__all__ = ["COMM_TABLE", "Column", "Comparison", "LOSS_KEYS", "MARKDOWN_KEYS", "SPEED_KEYS", "comparison"]

@@ -5,7 +5,8 @@ latency against memory) for the shapes the study actually trained.
 A group is drawn only when its members have equal non-embedding parameters within `TOLERANCE` of
 their median (an iso-parameter family); the family handed to `plot_plan` then has that median as its
 target, so the exact budget curve passes through the members. Other groups (explicit shapes of
-unrelated sizes) are skipped with the reason.
+unrelated sizes) are skipped with the reason. A study whose runs used tensor parallelism (tp > 1) adds the
+panel "communication per token against depth" (`report.comm_plots`) after the groups' pictures.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def plot_tradeoffs(study: StudyData, out: Path, *, hardware, dtype: str = "bf16"
                               caption=f"{group} on {hw.name}: deep-narrow shapes hold less memory per layer but walk "
                                       "a longer sequential path; shallow-wide the opposite (predicted).",
                               png=png, svg=svg))
+    from depthwidth.report.comm_plots import plot_comm
+
+    comm = plot_comm(study, out)
+    if comm is not None:
+        figures.append(comm)
     return figures, skipped
 
 

@@ -19,6 +19,7 @@ from depthwidth.errors import UserError
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
+from depthwidth.study.comm_columns import comm_columns
 from depthwidth.study.fairness import FairnessReport, check_fairness
 from depthwidth.study.selection import LRChoice, select_lrs
 from depthwidth.study.store import ResultRecord, RunRecord, Store
@@ -85,6 +86,15 @@ class ShapeResult:
     tokens_per_s: float | None = None
     mfu: float | None = None
     peak_memory_bytes: float | None = None
+    #: multi-process runs (`depthwidth.study.comm_columns`): per trained token, means over seeds; None for 1 process
+    comm_bytes_per_token: float | None = None  # measured, one rank's collective bytes per step / tokens per step
+    comm_seconds_per_token: float | None = None
+    comm_fraction: float | None = None  # measured communication seconds over step seconds
+    predicted_comm_bytes_per_token: float | None = None  # depthwidth.shapes.collectives (exact)
+    predicted_comm_seconds_per_token: float | None = None  # from the measured link (None before it is measured)
+    comm_nproc: int | None = None
+    comm_tp: int | None = None
+    comm_parallel: str | None = None
     measured_prefill_ms: float | None = None
     bench_predicted_prefill_ms: float | None = None
     bench_prompt_len: int | None = None
@@ -262,7 +272,7 @@ def _shape_result(shape: Shape, *, group: str, choice: LRChoice | None, by_id: d
                         for p in sorted({p for by in probes for p in by})},
         tokens=best[0].tokens if best else None, tokens_per_s=_mean(r.tokens_per_s for r in best),
         mfu=_mean(r.mfu for r in best), peak_memory_bytes=_mean(r.peak_memory_bytes for r in best),
-        **_bench_headline(bench),
+        **comm_columns([r.data for r in best]), **_bench_headline(bench),
     )
 
 
