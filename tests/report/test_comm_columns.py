@@ -173,7 +173,7 @@ def test_report_table_csv_json_and_panel(tp_study, tmp_path):
     from depthwidth.report.build import build_report
     from depthwidth.report.comm_plots import NAME
     from depthwidth.report.data import load_study
-    from depthwidth.report.export import render_csv
+    from depthwidth.report.export import render_csv, render_markdown
     from depthwidth.report.html import render_html
     from depthwidth.report.study_tradeoff import plot_tradeoffs
 
@@ -190,6 +190,8 @@ def test_report_table_csv_json_and_panel(tp_study, tmp_path):
     assert (tmp_path / f"{NAME}.png").stat().st_size > 1000
     page = render_html(report, figures[1:])
     assert "comm bytes/token" in page and f'id="fig-{NAME}"' in page
+    line = next(ln for ln in render_markdown(report, []).splitlines() if ln.startswith("| g | L8-H32-A2"))
+    assert "| 4 KiB |" in line
 
 
 def test_single_process_report_has_no_communication(written_report):
@@ -201,3 +203,4 @@ def test_single_process_report_has_no_communication(written_report):
     assert all("comm_bytes_per_token" not in r for r in report.table.rows)
     assert NAME not in [f.name for f in files.figures]
     assert "comm bytes/token" not in files.html.read_text(encoding="utf-8")
+    assert "comm bytes/token" not in files.markdown.read_text(encoding="utf-8")

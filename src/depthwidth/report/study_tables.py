@@ -178,6 +178,7 @@ SPEED_KEYS = ("group", "shape", "tokens_per_s", "mfu", "peak_memory_bytes", "mea
 
 #: the columns report.md shows (the HTML page and the CSV have all of them)
 MARKDOWN_KEYS = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr",
-                 "val_loss", "val_loss_std", "n_seeds", "tokens_per_s", "measured_decode_ms", "target_decode_ms")
+                 "val_loss", "val_loss_std", "n_seeds", "tokens_per_s", "comm_bytes_per_token", "measured_decode_ms",
+                 "target_decode_ms")
 
 __all__ = ["COMM_TABLE", "Column", "Comparison", "LOSS_KEYS", "MARKDOWN_KEYS", "SPEED_KEYS", "comparison"]
