@@ -48,8 +48,8 @@ n_layers = 3
 d_model = 16
 n_heads = 2
 """
-#: the default run's study (4 training runs of 12 steps) and the slow test's (8 of 16)
-SMALL, FULL = {"seeds": [0], "steps": 12}, {"seeds": [0, 1], "steps": 16}
+#: the default run's study (4 training runs of 8 steps, 0 or 1 busy core) and the slow test's (8 of 16, 0-2)
+SMALL, FULL = {"seeds": [0], "steps": 8, "loads": [0, 1]}, {"seeds": [0, 1], "steps": 16, "loads": [0, 1, 2]}
 BURN = "import os, time\nend = time.time() + 600\nwhile time.time() < end and os.getppid() != 1: pass\n"
 
 
@@ -81,7 +81,7 @@ def _reference(corpus, root, size: dict):
     proc = study(spec, reference)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err.decode()
-    return spec, reference, 4 * len(size["seeds"])
+    return spec, reference, 4 * len(size["seeds"]), size["loads"]
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +94,8 @@ def full(tiny_corpus, tmp_path_factory):
     return _reference(tiny_corpus, tmp_path_factory.mktemp("full"), FULL)
 
 
-def trial(spec, reference, runs, folder, numbers, rng: random.Random) -> str:
-    before, after = rng.sample([0, 1, 2], 2)  # busy cores before the kill and after the restart
+def trial(spec, reference, runs, loads, folder, numbers, rng: random.Random) -> str:
+    before, after = rng.sample(loads, 2)  # busy cores before the kill and after the restart
     target, delay = rng.randint(0, runs - 1), rng.uniform(0.0, 2.0)
     where = f"load {before} then {after}, kill after {target} runs + {delay:.2f} s"
     with Load(before):
