@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 #: (label, n_layers, d_model, seq_len, batch): the test suite's tiny shape, the demo's members, larger ones
 SHAPES = (

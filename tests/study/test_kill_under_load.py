@@ -14,7 +14,6 @@ import time
 
 import psutil
 import pytest
-
 from test_kill_resume import finished_runs
 
 SPEC = """

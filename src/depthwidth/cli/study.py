@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-from depthwidth.errors import UserError
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors, positive_int
+from depthwidth.errors import UserError
 from depthwidth.present.terminal import console
 
 HELP = "run a fair, resumable study of many shapes from a TOML spec (local or Ray), and show its state"

@@ -319,7 +319,21 @@ def cached_profile(
 
 
 __all__ = [
-    "BlockOverhead", "best_seconds", "cached_profile", "default_gemm_n", "gemm_profile", "measure_copy_bandwidth",
-    "measure_dtypes", "measure_gemm", "measure_op_overheads", "measure_profile", "memory_capacity", "probe_gemm",
-    "torch_threads", "fitted_n", "PROBE_N", "EMULATED_SLOWDOWN", "DTYPE_SECONDS",
+    "DTYPE_SECONDS",
+    "EMULATED_SLOWDOWN",
+    "PROBE_N",
+    "BlockOverhead",
+    "best_seconds",
+    "cached_profile",
+    "default_gemm_n",
+    "fitted_n",
+    "gemm_profile",
+    "measure_copy_bandwidth",
+    "measure_dtypes",
+    "measure_gemm",
+    "measure_op_overheads",
+    "measure_profile",
+    "memory_capacity",
+    "probe_gemm",
+    "torch_threads",
 ]
