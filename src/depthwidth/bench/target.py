@@ -16,6 +16,7 @@ from torch import nn
 from depthwidth.errors import UserError
 from depthwidth.machine import check_fits
 from depthwidth.model.transformer import Transformer, model_bytes
+from depthwidth.shapes.parametrization import Multipliers, multipliers
 from depthwidth.shapes.shape import Shape
 
 
@@ -102,9 +103,28 @@ def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarge
         raise UserError(f"checkpoint {file} has an invalid shape: {exc}") from None
     check_state(state, shape, source=f"checkpoint {file}")  # names and sizes, before anything is built
     check_fits(model_bytes(shape), what=f"checkpoint {file}'s model {shape.label()} (fp32 weights)")
-    model = Transformer(shape, attn_impl=attn_impl)
+    scaling = trained_scaling(meta, shape, source=f"checkpoint {file}")
+    model = Transformer(shape, attn_impl=attn_impl, scaling=scaling)
     model.load_state_dict(state)
     return LoadedTarget(model=model.float().eval(), shape=shape, label=str(file), checkpoint=str(file), meta=meta)
+
+
+def trained_scaling(meta: dict[str, Any], shape: Shape, *, source: str) -> Multipliers:
+    """The forward multipliers (residual branches, logits, attention scale) of the parametrization the
+    run trained under, read from its recorded config: a muP or CompleteP model rebuilt as SP would compute
+    other logits from the same weights. A checkpoint without a parametrization is SP."""
+    config = meta.get("config")
+    config = config if isinstance(config, dict) else {}
+    for key in ("base_width", "base_depth"):
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UserError(f"{source}: config {key}={value!r} must be a positive integer or null")
+    try:
+        return multipliers(config.get("parametrization", "sp"), d_model=shape.d_model, n_layers=shape.n_layers,
+                           head_dim=shape.head_dim, base_width=config.get("base_width"),
+                           base_depth=config.get("base_depth"), norm_position=shape.norm_position)
+    except (UserError, TypeError) as exc:
+        raise UserError(f"{source}: {exc}") from None
 
 
 def is_hf_folder(path: Path) -> bool:
