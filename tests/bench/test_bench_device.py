@@ -30,7 +30,7 @@ def test_devices_are_accepted(device) -> None:
 
 @pytest.mark.parametrize("device", ["gpu", "cuda:", "cuda:x", "tpu:0", "", None])
 def test_bad_devices_are_refused_in_one_line(device) -> None:
-    with pytest.raises(UserError, match="device=.* expected cpu, cuda, cuda:N or auto"):
+    with pytest.raises(UserError, match="device=.* expected auto, cpu, cuda or cuda:N"):
         BenchConfig(device=device)
 
 
@@ -47,7 +47,7 @@ def test_int8_is_refused_on_cuda_and_fp16_on_the_cpu() -> None:
 @pytest.mark.skipif(CUDA, reason="checks the refusal on a machine without CUDA")
 def test_a_cuda_device_torch_does_not_see_is_refused() -> None:
     assert resolve_device("auto") == "cpu"
-    with pytest.raises(UserError, match="device='cuda:1' but torch .* sees no CUDA device"):
+    with pytest.raises(UserError, match="device='cuda:1' but torch sees no CUDA device"):
         resolve_device("cuda:1")
     with pytest.raises(UserError, match="sees no CUDA device"):
         bench(TINY, BenchConfig(device="cuda", batches=(), repeat=1))

@@ -6,10 +6,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-import torch
-
 from depthwidth.errors import UserError
-from depthwidth.machine import CPU_DTYPES
+from depthwidth.machine import CPU_DTYPES, check_device, resolve_device
 from depthwidth.shapes.shape import Shape
 
 DTYPES = CPU_DTYPES  # on the CPU, where fp16 is about 1 GFLOP/s
@@ -163,27 +161,9 @@ class BenchConfig:
         return out
 
 
-def check_bench_device(device: Any) -> None:
-    """UserError unless `device` is "cpu", "cuda", "cuda:N" or "auto"."""
-    ok = isinstance(device, str) and (device in ("cpu", "cuda", "auto") or (
-        device.startswith("cuda:") and device[5:].isdigit()))
-    if not ok:
-        raise UserError(f"device={device!r} is not allowed; expected cpu, cuda, cuda:N or auto")
-
-
-def resolve_device(device: str) -> str:
-    """The device a bench runs on: "auto" -> "cuda" when torch sees a GPU, else "cpu"; a CUDA device
-    torch does not see is refused in one line."""
-    check_bench_device(device)
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise UserError(f"device={device!r} but torch {torch.__version__} sees no CUDA device; use --device cpu")
-        index = torch.device(device).index or 0
-        if index >= torch.cuda.device_count():
-            raise UserError(f"device={device!r} but torch sees {torch.cuda.device_count()} CUDA device(s)")
-    return device
+#: The bench's device setting is the one every model run takes (`depthwidth.machine.check_device`);
+#: `resolve_device` turns "auto" into this machine's device and refuses a GPU torch does not see.
+check_bench_device = check_device
 
 
 __all__ = ["CUDA_DTYPES", "DEFAULT_LENGTHS", "DTYPES", "GRAPH", "QUANTIZE", "BenchConfig", "Progress",

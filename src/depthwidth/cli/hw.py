@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
 
 def _device(text: str) -> str:
     """cpu, cuda, cuda:N or auto (the settings `depthwidth train --device` takes)."""
-    from depthwidth.train.config import check_device
+    from depthwidth.machine import check_device
 
     try:
         check_device(text)

@@ -19,6 +19,7 @@ from depthwidth.machine.device import (
     CpuInfo,
     DeviceCapabilities,
     capabilities,
+    check_device,
     cpu_capabilities,
     cuda_capabilities,
     cuda_index,
@@ -26,6 +27,7 @@ from depthwidth.machine.device import (
     device_name,
     parse_cpuinfo,
     read_cpuinfo,
+    resolve_device,
 )
 from depthwidth.machine.measure import (
     BlockOverhead,
@@ -84,6 +86,7 @@ __all__ = [
     "cache_dir",
     "cached_profile",
     "capabilities",
+    "check_device",
     "check_dtype",
     "check_fits",
     "cpu_capabilities",
@@ -111,6 +114,7 @@ __all__ = [
     "profile_path",
     "profile_to_hardware",
     "read_cpuinfo",
+    "resolve_device",
     "resolve_hardware",
     "save_profile",
     "slow_dtype_line",

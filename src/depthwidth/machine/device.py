@@ -150,6 +150,34 @@ def cuda_capabilities(name: str, compute_capability: tuple[int, int], *, index: 
                               compute_capability=cc, index=index)
 
 
+#: What a device setting may say, besides "cuda:N" for the N-th GPU.
+DEVICE_SETTINGS = ("auto", "cpu", "cuda")
+
+
+def check_device(device: Any) -> None:
+    """`auto`, `cpu`, `cuda` or `cuda:N` (N a GPU index); anything else is a UserError. Pure: no torch."""
+    if isinstance(device, str):
+        kind, _, index = device.partition(":")
+        if device in DEVICE_SETTINGS or (kind == "cuda" and index.isdigit() and str(int(index)) == index):
+            return
+    raise UserError(f"device={device!r} is not allowed; expected auto, cpu, cuda or cuda:N (N the GPU index)")
+
+
+def resolve_device(device: str) -> str:
+    """The device a setting means on this machine: "auto" is "cuda" when torch sees a GPU, else "cpu";
+    "cuda" and "cuda:N" must name a GPU torch sees (`cuda_index`'s one-line UserError otherwise)."""
+    check_device(device)
+    if device == "cpu":
+        return device
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device == "auto":
+        return "cuda" if count else "cpu"
+    cuda_index(device, count)
+    return device
+
+
 def cuda_index(device: Any, count: int) -> int:
     """The GPU index of "cuda" (0) or "cuda:N", checked against the `count` GPUs torch sees: a
     UserError naming the device and what exists otherwise."""
@@ -182,7 +210,7 @@ def device_name(device: Any = "cpu") -> str:
 
 
 __all__ = [
-    "BF16_CPU_FLAGS", "CPU_FEATURES", "CUDA_NATIVE_FROM", "DEVICE_KINDS", "CpuInfo", "DeviceCapabilities",
-    "capabilities", "cpu_capabilities", "cuda_capabilities", "cuda_index", "device_kind", "device_name",
-    "parse_cpuinfo", "read_cpuinfo",
+    "BF16_CPU_FLAGS", "CPU_FEATURES", "CUDA_NATIVE_FROM", "DEVICE_KINDS", "DEVICE_SETTINGS", "CpuInfo",
+    "DeviceCapabilities", "capabilities", "check_device", "cpu_capabilities", "cuda_capabilities", "cuda_index",
+    "device_kind", "device_name", "parse_cpuinfo", "read_cpuinfo", "resolve_device",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 
 from depthwidth.errors import UserError
 from depthwidth.data.specs import check_fractions, parse_tokenizer_spec
+from depthwidth.machine.device import DEVICE_SETTINGS, check_device
 from depthwidth.model.kernels import ATTN_IMPLS
 from depthwidth.shapes.activations import FLOAT_DTYPES
 from depthwidth.shapes.checks import check_int, check_number
@@ -23,7 +24,7 @@ from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS
 SCHEDULES = ("cosine", "linear", "constant")
 DTYPES = FLOAT_DTYPES  # fp16 is refused on CPU by the trainer
 CUDA_DTYPES = ("fp32", "bf16")  # what `cuda_dtype` may ask for (fp16 would need loss scaling)
-DEVICES = ("auto", "cpu", "cuda")  # and "cuda:N" for the N-th GPU
+DEVICES = DEVICE_SETTINGS  # and "cuda:N" for the N-th GPU
 PARALLEL = ("ddp", "fsdp")
 #: Upper bounds of what a run may ask for, each far above any real run, so that a typo (steps =
 #: 99999999999999999999) is refused when the config is made, not after days of training. Largest
@@ -241,15 +242,6 @@ class TrainConfig:
         for name in NON_NUMERIC_FIELDS:
             d.pop(name)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
-
-
-def check_device(device: Any) -> None:
-    """`auto`, `cpu`, `cuda` or `cuda:N` (N a GPU index); anything else is a UserError."""
-    if isinstance(device, str):
-        kind, _, index = device.partition(":")
-        if device in DEVICES or (kind == "cuda" and index.isdigit() and str(int(index)) == index):
-            return
-    raise UserError(f"device={device!r} is not allowed; expected auto, cpu, cuda or cuda:N (N the GPU index)")
 
 
 #: Fields added after runs were stored: left out of a run's identity (`config_hash`, a study's run id)

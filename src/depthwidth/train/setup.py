@@ -9,7 +9,7 @@ import torch
 
 from depthwidth.data.dataset import Dataset
 from depthwidth.errors import UserError
-from depthwidth.machine import check_dtype, check_fits, cuda_index
+from depthwidth.machine import check_dtype, check_fits, resolve_device as machine_resolve_device
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.train.config import TrainConfig
@@ -19,12 +19,8 @@ from depthwidth.train.optim import run_multipliers
 def resolve_device(config: TrainConfig) -> torch.device:
     """The torch device of `config.device`: "auto" is cuda:0 when torch sees a GPU, else the CPU;
     "cuda" is cuda:0; "cuda:N" must name a GPU torch sees (a UserError saying how many there are)."""
-    device = config.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu":
-        return torch.device("cpu")
-    return torch.device("cuda", cuda_index(device, torch.cuda.device_count() if torch.cuda.is_available() else 0))
+    device = torch.device(machine_resolve_device(config.device))
+    return device if device.type == "cpu" else torch.device("cuda", device.index or 0)
 
 
 def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device: torch.device) -> None:
