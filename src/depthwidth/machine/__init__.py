@@ -49,6 +49,7 @@ from depthwidth.machine.paths import (
     PROFILE_ENV,
     cache_dir,
     device_slug,
+    env_seconds,
     profile_candidates,
     profile_path,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "device_kind",
     "device_name",
     "device_slug",
+    "env_seconds",
     "find_profile",
     "gemm_profile",
     "hardware_choice",

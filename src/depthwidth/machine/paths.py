@@ -19,6 +19,8 @@ import os
 import re
 from pathlib import Path
 
+from depthwidth.errors import UserError
+
 CACHE_ENV = "DEPTHWIDTH_CACHE"
 PROFILE_ENV = "DEPTHWIDTH_HW_PROFILE"
 DEFAULT_CACHE = "~/.cache/depthwidth"
@@ -83,4 +85,18 @@ def profile_candidates(*, threads: int | None = None, cache: str | os.PathLike |
     return (default, *(p for _, p in sorted(siblings, reverse=True)))
 
 
-__all__ = ["CACHE_ENV", "PROFILE_ENV", "cache_dir", "device_slug", "profile_candidates", "profile_path"]
+def env_seconds(name: str, default: float, *, most: float) -> float:
+    """Seconds from the environment variable `name` (`default` when unset or empty): a value that is not a
+    number, or not in (0, most), is one UserError naming the variable."""
+    text = os.environ.get(name, "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        raise UserError(f"{name}={text!r} is not a number of seconds") from None
+    if not 0 < value < most:
+        raise UserError(f"{name}={text!r} must be between 0 and {most:g} seconds")
+    return value
+
+
+__all__ = ["CACHE_ENV", "PROFILE_ENV", "cache_dir", "device_slug", "env_seconds", "profile_candidates",
+           "profile_path"]

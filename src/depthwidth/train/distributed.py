@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from depthwidth.errors import UserError
+from depthwidth.machine.paths import env_seconds
 from depthwidth.train.config import TrainConfig
 
 #: environment variables a launcher (torchrun, or `launch.spawn`) sets for each rank
@@ -35,14 +36,7 @@ TIMEOUT_ENV = "DEPTHWIDTH_DIST_TIMEOUT"
 
 def collective_timeout() -> datetime.timedelta:
     """$DEPTHWIDTH_DIST_TIMEOUT seconds (default 600), checked: a bad value is one line, not a traceback."""
-    text = os.environ.get(TIMEOUT_ENV, "")
-    try:
-        value = float(text) if text else 600.0
-    except ValueError:
-        raise UserError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds") from None
-    if not 0 < value < 7 * 86400:
-        raise UserError(f"{TIMEOUT_ENV}={text!r} must be between 0 and a week of seconds")
-    return datetime.timedelta(seconds=value)
+    return datetime.timedelta(seconds=env_seconds(TIMEOUT_ENV, 600.0, most=7 * 86400))
 
 
 def under_launcher() -> bool:

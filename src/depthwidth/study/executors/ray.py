@@ -36,6 +36,7 @@ import threading
 from pathlib import Path
 
 from depthwidth.errors import UserError
+from depthwidth.machine.paths import env_seconds
 from depthwidth.study.executors.base import JobFunction
 from depthwidth.study.jobs import Job, Outcome, execute, worker_name
 
@@ -73,14 +74,7 @@ def ray_temp_dir(study_dir: str | os.PathLike | None) -> tuple[str, str | None]:
 
 def connect_timeout() -> float:
     """Seconds a Ray address may take to answer: $DEPTHWIDTH_RAY_TIMEOUT, default 30."""
-    text = os.environ.get(TIMEOUT_ENV, "")
-    try:
-        value = float(text) if text else DEFAULT_TIMEOUT_S
-    except ValueError:
-        raise UserError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds") from None
-    if not 0 < value < 86400:
-        raise UserError(f"{TIMEOUT_ENV}={text!r} must be between 0 and 86400 seconds")
-    return value
+    return env_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, most=86400)
 
 
 def check_address(address: str, *, timeout: float | None = None) -> None:
