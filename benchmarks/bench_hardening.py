@@ -48,7 +48,7 @@ def write_checkpoint(path: Path, **claims) -> None:
 
     from depthwidth.model.transformer import Transformer
     from depthwidth.shapes.shape import Shape
-    from depthwidth.train.checkpoint import CHECKPOINT_FORMAT
+    from depthwidth.artifact.checkpoint import CHECKPOINT_FORMAT
 
     shape = Shape(n_layers=2, d_model=16, n_heads=2, vocab_size=32, max_seq_len=16)
     meta = {"step": 1, "shape": {**shape.to_dict(), **claims}}

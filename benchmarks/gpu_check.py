@@ -104,7 +104,7 @@ def section_profile(device: str, quick: bool) -> dict:
 
 
 def _small_config(device: str, quick: bool, **kw):
-    from depthwidth.train.config import TrainConfig
+    from depthwidth.artifact.config import TrainConfig
 
     base = dict(corpus=CORPUS, tokenizer="byte", seq_len=128 if quick else 256, batch_size=8, steps=4 if quick else 20,
                 device=device, eval_windows=4, lr=1e-3)

@@ -26,7 +26,7 @@ def test_every_export_resolves_to_its_object(package):
         getattr(pkg, "nothing_here")
 
 
-@pytest.mark.parametrize("module", ["depthwidth.train.config", "depthwidth.model.kernels", "depthwidth.data.specs",
+@pytest.mark.parametrize("module", ["depthwidth.artifact.config", "depthwidth.model.kernels", "depthwidth.data.specs",
                                     "depthwidth.cli.train", "depthwidth.study", "depthwidth.cli.study"])
 def test_light_modules_stay_light(module):
     code = f"import sys, {module}; print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"

@@ -7,6 +7,11 @@ without a bound.
 - larger than the caller's `max_bytes`: refused before it is read;
 - not UTF-8, not valid JSON, a number beyond Python's 4300-digit conversion limit, or nesting deep
   enough to exhaust the parser's recursion: one line naming the file (and the line and column).
+
+Writing is atomic everywhere (`atomic_write`, `write_text`, `write_json`): the bytes go to a temporary
+file in the same folder, are flushed to the disk (fsync), and the file is renamed over the target, so a
+reader (or a resume after a crash) sees the old file or the new one, never half of one. Every writer of
+the package (run folders, checkpoints, safetensors, profiles, study records, reports) uses them.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from depthwidth.errors import UserError
 
@@ -63,3 +68,33 @@ def read_json_object(path: str | os.PathLike, *, what: str, max_bytes: int = MAX
 
 
 __all__ = ["MAX_CONFIG_BYTES", "loads", "read_json", "read_json_object", "read_text"]
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *, previous: Path | None = None) -> Path:
+    """Call `write(tmp)` for a temporary path beside `path`, fsync it, then rename it over `path` (same
+    folder, so atomic). With `previous`, the file at `path` is first renamed to `previous`, so two versions
+    are kept. The temporary file is removed whatever happens."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        if previous is not None and path.exists():
+            os.replace(path, previous)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_json(path: str | os.PathLike, obj: Any, *, indent: int = 1) -> Path:
+    """Write `obj` as JSON (NaN refused) to `path` atomically."""
+    return write_text(path, json.dumps(obj, indent=indent, allow_nan=False))

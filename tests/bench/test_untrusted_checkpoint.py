@@ -14,7 +14,7 @@ from depthwidth.cli import main
 from depthwidth.errors import UserError
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.shape import Shape
-from depthwidth.train.checkpoint import CHECKPOINT_FORMAT
+from depthwidth.artifact.checkpoint import CHECKPOINT_FORMAT
 
 SHAPE = Shape(n_layers=2, d_model=16, n_heads=2, vocab_size=32, max_seq_len=16)
 

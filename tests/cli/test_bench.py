@@ -35,7 +35,7 @@ def profile(tmp_path, monkeypatch):
 def trained(tmp_path_factory):
     """A 3-step run of our trainer on a small text file: run folder and its recorded validation loss."""
     from depthwidth.shapes.shape import Shape
-    from depthwidth.train.config import TrainConfig
+    from depthwidth.artifact.config import TrainConfig
     from depthwidth.train.loop import train
 
     root = tmp_path_factory.mktemp("trained")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.shape import Shape
-from depthwidth.train.checkpoint import CHECKPOINT_FORMAT
+from depthwidth.artifact.checkpoint import CHECKPOINT_FORMAT
 
 JSON_HOSTILE = (None, True, 0, -1, 1, 3, 7, 64, 65536, 10**12, 10**30, -(10**30), 0.5, 1e-300, 1e308, "", "x", "llama",
                 "gelu", "silu", [], ["llama"], {}, {"rope_theta": -1}, {"rope_theta": 10**400})

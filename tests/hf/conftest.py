@@ -28,7 +28,7 @@ def train_run(folder: Path, shape, *, corpus: Path | str, tokenizer: str = "byte
               seq_len: int = 32, **changes):
     """Train `shape` for a few steps into `folder` with our trainer (token cache beside it, as module
     fixtures run outside the per-test cache folder); returns the TrainResult."""
-    from depthwidth.train.config import TrainConfig
+    from depthwidth.artifact.config import TrainConfig
     from depthwidth.train.loop import train
 
     config = TrainConfig(corpus=str(corpus), tokenizer=tokenizer, seq_len=seq_len, batch_size=4, steps=steps,

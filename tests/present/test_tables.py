@@ -17,7 +17,7 @@ from depthwidth.shapes.shape import Shape
 from depthwidth.study.fairness import FairnessReport
 from depthwidth.study.summary import ShapeResult, StudySummary
 from depthwidth.train.capacity import CapacityPoint
-from depthwidth.train.result import TrainResult
+from depthwidth.artifact.result import TrainResult
 
 
 def _text(*renderables) -> str:

@@ -23,7 +23,7 @@ from depthwidth.study.run_config import config_hash
 from depthwidth.study.jobs import merge_curve
 from depthwidth.study.spec import parse_spec
 from depthwidth.study.store import Store
-from depthwidth.train.result import TrainResult
+from depthwidth.artifact.result import TrainResult
 
 SPEC = """
 name = "fixture"

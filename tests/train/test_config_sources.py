@@ -16,7 +16,7 @@ from depthwidth.study.expand import DataInfo, expand
 from depthwidth.study.run_config import train_config_of
 from depthwidth.study.schema import SpecError
 from depthwidth.study.spec import PLACED, parse_spec
-from depthwidth.train.config import EXECUTION_FIELDS, TrainConfig
+from depthwidth.artifact.config import EXECUTION_FIELDS, TrainConfig
 
 #: a value different from the default for every field (tokens sets the budget; steps stays None)
 SAMPLE = dict(

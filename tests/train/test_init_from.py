@@ -12,7 +12,7 @@ import torch
 from depthwidth.errors import UserError
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.run_config import config_hash, train_run_config
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 
 pytest.importorskip("safetensors")
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 from depthwidth.train.setup import resolve_device
 
 

@@ -12,12 +12,12 @@ from depthwidth.machine import DeviceCapabilities
 from depthwidth.model import Transformer
 from depthwidth.shapes.hardware import HARDWARE
 from depthwidth.train import TrainConfig, train
-from depthwidth.train import checkpoint as ckpt
+from depthwidth.artifact import checkpoint as ckpt
 from depthwidth.train import loop as loop_mod
 from depthwidth.train import speed
-from depthwidth.train.config import identity_dict
+from depthwidth.artifact.config import identity_dict
 from depthwidth.train.optim import make_optimizer
-from depthwidth.train.result import TrainResult
+from depthwidth.artifact.result import TrainResult
 
 
 def _timed(result):

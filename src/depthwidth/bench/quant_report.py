@@ -50,7 +50,7 @@ class EvalData:
     def __init__(self, meta: dict[str, Any]) -> None:
         from depthwidth.data.batches import BatchStream
         from depthwidth.data.dataset import load_dataset
-        from depthwidth.train.config import TrainConfig
+        from depthwidth.artifact.config import TrainConfig
 
         config = TrainConfig.from_dict(meta["config"])
         dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,

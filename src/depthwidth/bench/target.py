@@ -49,7 +49,7 @@ def load_target(target: Shape | str | Path, *, attn_impl: str = "sdpa", seed: in
 
 def checkpoint_file(path: Path) -> Path:
     """The checkpoint file of `path` (itself, or checkpoint.pt inside a run folder)."""
-    from depthwidth.train.checkpoint import CHECKPOINT
+    from depthwidth.artifact.checkpoint import CHECKPOINT
 
     if path.is_dir():
         inner = path / CHECKPOINT
@@ -81,7 +81,7 @@ def _check_file_kind(file: Path) -> None:
 
 def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarget:
     """Rebuild the trained model of one of our checkpoints (read with weights_only=True)."""
-    from depthwidth.train.checkpoint import check_state, load_checkpoint
+    from depthwidth.artifact.checkpoint import check_state, load_checkpoint
 
     file = checkpoint_file(path)
     _check_file_kind(file)
@@ -129,7 +129,7 @@ def trained_scaling(meta: dict[str, Any], shape: Shape, *, source: str) -> Multi
 
 def is_hf_folder(path: Path) -> bool:
     """A folder with a Hugging Face config.json and none of our checkpoints."""
-    from depthwidth.train.checkpoint import CHECKPOINT
+    from depthwidth.artifact.checkpoint import CHECKPOINT
 
     return path.is_dir() and (path / "config.json").is_file() and not (path / CHECKPOINT).is_file()
 

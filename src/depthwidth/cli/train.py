@@ -28,7 +28,7 @@ from depthwidth.cli.common import add_shape_args, one_line_errors, shape_from_ar
 from depthwidth.errors import UserError
 from depthwidth.present.progress import TrainProgressBar
 from depthwidth.present.train import print_result
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 
 HELP = "train a shape with the fair, resumable protocol and measure loss, speed, MFU and memory"
 #: help sections of the derived flags, by the `group` of each TrainConfig field

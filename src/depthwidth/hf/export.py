@@ -70,7 +70,7 @@ def run_tokenizer(meta: dict[str, Any]):
     char and BPE are learned from the corpus, whose dataset hash must still match)."""
     from depthwidth.data.dataset import load_dataset
     from depthwidth.data.tokenizers import ByteTokenizer
-    from depthwidth.train.config import TrainConfig
+    from depthwidth.artifact.config import TrainConfig
 
     config = TrainConfig.from_dict(meta["config"])
     if config.tokenizer == "byte":
@@ -137,7 +137,7 @@ def export_model(state: dict, shape: Shape, *, tokenizer, out_dir: str | os.Path
 def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False) -> ExportResult:
     """Export the latest checkpoint of a run folder written by `depthwidth train` (or a study's run)."""
     from depthwidth.bench.target import load_checkpoint_model
-    from depthwidth.train.checkpoint import RESULT
+    from depthwidth.artifact.checkpoint import RESULT
 
     loaded = load_checkpoint_model(Path(run_dir))
     meta = loaded.meta

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from depthwidth.errors import UserError
+from depthwidth.files import atomic_write
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -79,9 +80,7 @@ def write_weights(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     """Write `tensors` as one safetensors file (metadata format "pt", as transformers writes), atomically."""
     from safetensors.torch import save_file
 
-    from depthwidth.train.checkpoint import atomic_write_bytes_via
-
-    atomic_write_bytes_via(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"format": "pt"}))
 
 
 def _file_digest(path: Path, digest) -> None:

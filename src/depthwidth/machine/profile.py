@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from depthwidth.errors import UserError
-from depthwidth.files import read_json
+from depthwidth.files import read_json, write_text
 from depthwidth.machine.device import DEVICE_KINDS
 from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec, match_gpu
 from depthwidth.shapes.small_ops import check_curves
@@ -185,13 +185,8 @@ class HardwareProfile:
 # ---- storage ------------------------------------------------------------------------------------
 def save_profile(profile: HardwareProfile, path: str | os.PathLike) -> Path:
     """Write `profile` as JSON to `path` (to a temporary file in the same folder, then renamed: a
-    crash never leaves half a file, and two writers never mix their bytes)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(profile.to_dict(), indent=2) + "\n")
-    os.replace(tmp, path)
-    return path
+    crash never leaves half a file, and two writers never mix their bytes; `depthwidth.files.write_text`)."""
+    return write_text(path, json.dumps(profile.to_dict(), indent=2) + "\n")
 
 
 def load_profile(path: str | os.PathLike) -> HardwareProfile:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from depthwidth.errors import UserError
+from depthwidth.files import write_text
 from depthwidth.present.units import count
 from depthwidth.report.build import Report
 from depthwidth.report.study_plots import Figure
@@ -93,10 +94,7 @@ def write_report(report: Report, out_dir: str | os.PathLike) -> ReportFiles:
 
 
 def _write(path: Path, text: str) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text(path, text)
 
 
 def _clean(value):

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from depthwidth.train.result import STATUSES
+from depthwidth.artifact.folder import RESULT, RUN
+from depthwidth.artifact.result import STATUSES
+from depthwidth.files import write_text
 
 OUTCOME_STATUSES = STATUSES  # a job ends as its training run does
 RUNS_FOLDER = "runs"
@@ -138,8 +140,6 @@ def _bench(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None,
             progress(phase=label, step=done, steps=total, loss=None, tokens_per_s=None, eta_s=None)
     result = bench(shape, config, progress=callback, hardware=hardware).to_dict()
     # the run's folder keeps what it is and what it measured, so a damaged store can be rebuilt from it
-    from depthwidth.train.checkpoint import RESULT, RUN, write_text  # (torch: only where a job runs)
-
     folder = Path(job.run_dir)
     write_text(folder / RUN, json.dumps(job.config, indent=1, sort_keys=True))
     write_text(folder / RESULT, json.dumps(result, indent=1))

@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from depthwidth.errors import UserError
-from depthwidth.train.result import STATUSES as RUN_STATUSES
+from depthwidth.artifact.result import STATUSES as RUN_STATUSES
 
-#: a stored run's status: waiting or in flight, then how its run ended (`depthwidth.train.result.STATUSES`)
+#: a stored run's status: waiting or in flight, then how its run ended (`depthwidth.artifact.result.STATUSES`)
 STATUSES = ("pending", "running", *RUN_STATUSES)
 FINISHED = tuple(s for s in RUN_STATUSES if s != "failed")  # outcomes a resumed study never repeats
 CURVE_KEYS = ("step", "tokens", "train_loss", "val_loss", "lr", "grad_norm", "tokens_per_s")

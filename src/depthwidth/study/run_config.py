@@ -25,7 +25,7 @@ import hashlib
 import json
 from typing import Any
 
-from depthwidth.train.config import EXECUTION_FIELDS, TrainConfig, identity_dict
+from depthwidth.artifact.config import EXECUTION_FIELDS, TrainConfig, identity_dict
 
 TRAIN_FORMAT = 2
 BENCH_FORMAT = 1

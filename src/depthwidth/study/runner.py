@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from depthwidth.errors import UserError
+from depthwidth.files import write_text
 from depthwidth.study.executors import JobFunction, make_executor
 from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
@@ -191,8 +192,6 @@ def run_study(
                                          source=spec.source) as store:
         planner = Planner(expansion=expansion)
         plan, new = _sync_plan(store, planner)
-        from depthwidth.train.checkpoint import write_text  # (torch: only when a study runs)
-
         write_text(folder / SPEC_FILE, spec.text)
         stored = {r.run_id: r for r in store.runs()}
         todo = [r for r in _ordered(plan) if not stored[r.run_id].finished]

@@ -247,7 +247,7 @@ class StudySpec:
     def execution_settings(self) -> dict[str, Any]:
         """The `TrainConfig` execution fields [train] sets (checkpoint_every, cache_dir, peak_flops),
         with the study defaults: what an executor passes to each run besides its threads."""
-        from depthwidth.train.config import EXECUTION_FIELDS
+        from depthwidth.artifact.config import EXECUTION_FIELDS
 
         out = {k: self.train.get(k) for k in EXECUTION_FIELDS if k != "threads" and self.train.get(k) is not None}
         ex = self.execution  # [execution] nproc_per_run, parallel, tp: one run over several processes

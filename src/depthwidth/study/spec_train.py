@@ -93,7 +93,7 @@ def train_section(raw: Any, *, data, eval) -> TrainSpec:
     """[train] from its TOML table: keys are checked against `TrainConfig`'s fields, values by
     `TrainConfig` itself together with [data] and [eval] (again per run when the spec is expanded,
     where each budget group's tokens are known)."""
-    from depthwidth.train.config import TrainConfig
+    from depthwidth.artifact.config import TrainConfig
 
     if not isinstance(raw, dict):
         raise SpecError(f"expected a table, got {raw!r}", key="train")
@@ -132,7 +132,7 @@ def train_config(data, eval, train: TrainSpec, *, lr: float, seed: int, budget: 
     """The `TrainConfig` of one run from a spec's [data] (`data`), [eval] (`eval`) and [train] sections,
     the study defaults, and what varies per run; `budget` is {"tokens": N} or {"steps": N}. A rejected
     value is a SpecError naming its key in the spec (see `PLACED`); `overrides` are a group's factor values."""
-    from depthwidth.train.config import TrainConfig
+    from depthwidth.artifact.config import TrainConfig
 
     settings = {**STUDY_DEFAULTS, **train.settings, **(overrides or {})}
     for name in ("steps", "tokens"):

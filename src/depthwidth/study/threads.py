@@ -34,7 +34,7 @@ from depthwidth.files import read_json
 
 #: block-matmul FLOPs (2 x tokens per step x d_model^2) below which a run trains on one thread
 ONE_THREAD_BELOW_FLOP = 4e9
-RUN_FILE = "run.json"  # what the trainer writes in a run's folder (depthwidth.train.checkpoint.RUN)
+RUN_FILE = "run.json"  # what the trainer writes in a run's folder (depthwidth.artifact.checkpoint.RUN)
 
 
 def available_cores() -> int:

@@ -18,7 +18,7 @@ from depthwidth.errors import UserError
 from depthwidth.data.probes import capacity_bits
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 from depthwidth.train.loop import train
 
 FACT_TOKENS = 9  # "bcdf:123\n" in bytes

@@ -22,7 +22,7 @@ from depthwidth.errors import UserError
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.parametrization import PARAMETRIZATIONS
 from depthwidth.shapes.shape import Shape
-from depthwidth.train.config import TrainConfig, lr_at
+from depthwidth.artifact.config import TrainConfig, lr_at
 from depthwidth.train.optim import make_optimizer, run_multipliers
 
 

@@ -24,9 +24,10 @@ from pathlib import Path
 import torch
 
 from depthwidth.errors import UserError
-from depthwidth.train import checkpoint as ckpt
+from depthwidth.artifact import checkpoint as ckpt
+from depthwidth.artifact.folder import DCP_DIR
+from depthwidth.files import atomic_write
 
-DCP_DIR = "dcp"
 #: settings a run may change when it resumes (DCP reshards the states); tp may not (module docstring)
 RESHARDABLE = ("nproc", "parallel", "reshard")
 
@@ -78,7 +79,7 @@ def _write_pointer(run_dir: Path, states: dict, meta: dict, *, device) -> None:
     payload = {"format": ckpt.CHECKPOINT_FORMAT, **states, "rng": ckpt.rng_state(device),
                "meta": json.dumps(meta, allow_nan=True)}
     path = run_dir / ckpt.CHECKPOINT
-    ckpt.atomic_write_bytes_via(path, lambda tmp: torch.save(payload, tmp), previous=path.with_name(ckpt.CHECKPOINT_PREV))
+    atomic_write(path, lambda tmp: torch.save(payload, tmp), previous=path.with_name(ckpt.CHECKPOINT_PREV))
 
 
 def _named(run_dir: Path) -> set[str]:

@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from depthwidth.errors import UserError
 from depthwidth.machine.paths import env_seconds
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 
 #: environment variables a launcher (torchrun, or `launch.spawn`) sets for each rank
 LAUNCH_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

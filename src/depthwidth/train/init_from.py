@@ -13,7 +13,7 @@ from pathlib import Path
 
 from depthwidth.errors import UserError
 from depthwidth.shapes.shape import Shape
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 from depthwidth.train.run_dir import _differences
 
 

@@ -29,7 +29,7 @@ RESULT_FILE = "result.json"
 def spawn(shape, config, *, out_dir=None, resume: bool = False):
     """Run `train(shape, config)` in config.nproc local processes; rank 0's TrainResult."""
     from depthwidth.train.distributed import free_port
-    from depthwidth.train.result import TrainResult
+    from depthwidth.artifact.result import TrainResult
 
     with tempfile.TemporaryDirectory(prefix="dwlaunch-") as tmp:
         Path(tmp, ARGS_FILE).write_text(json.dumps({
@@ -77,7 +77,7 @@ def _child(tmp: str) -> None:
     import torch
 
     from depthwidth.shapes.shape import Shape
-    from depthwidth.train.config import TrainConfig
+    from depthwidth.artifact.config import TrainConfig
     from depthwidth.train.loop import train
 
     cfg = TrainConfig.from_dict(args["config"])

@@ -32,8 +32,9 @@ from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
-from depthwidth.train import checkpoint as ckpt
-from depthwidth.train.config import TrainConfig, lr_at
+from depthwidth.artifact import checkpoint as ckpt
+from depthwidth.files import write_json
+from depthwidth.artifact.config import TrainConfig, lr_at
 from depthwidth.train import dist_checkpoint
 from depthwidth.train.distributed import check_parallel, join, under_launcher
 from depthwidth.train.evaluate import evaluate, position_buckets
@@ -42,7 +43,7 @@ from depthwidth.train.comm_meter import comm_fields
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
 from depthwidth.train.probe_eval import probe_accuracy
 from depthwidth.train.optim import make_optimizer, run_multipliers
-from depthwidth.train.result import TrainProgress, TrainResult
+from depthwidth.artifact.result import TrainProgress, TrainResult
 from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
 from depthwidth.train.setup import check_compatible, execution_settings, resolve_device
 from depthwidth.train import speed
@@ -372,7 +373,7 @@ class _Run:
             self.progress(TrainProgress(phase="done", step=len(self.curve), steps=self.steps, loss=None,
                                         tokens_per_s=tokens_per_s, eta_s=0.0, val_loss=result.val_loss))
         if self.run_dir is not None and (self.dist is None or self.dist.writer):
-            ckpt.write_json(self.run_dir / (ckpt.ERROR if status == "failed" else ckpt.RESULT),
+            write_json(self.run_dir / (ckpt.ERROR if status == "failed" else ckpt.RESULT),
                             result.to_dict())
         return result
 

@@ -13,7 +13,7 @@ import torch
 
 from depthwidth.shapes.parametrization import Multipliers, multipliers
 from depthwidth.shapes.shape import Shape
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 
 #: Parameters whose names end like this are embeddings (not decayed unless decay_embeddings).
 EMBEDDING_PARAMS = ("embed.weight", "pos_embed.weight")

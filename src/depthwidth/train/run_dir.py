@@ -16,10 +16,11 @@ from depthwidth.errors import UserError
 from depthwidth import __version__
 from depthwidth.data.dataset import Dataset
 from depthwidth.shapes.shape import Shape
-from depthwidth.train import checkpoint as ckpt
-from depthwidth.train.config import NON_NUMERIC_FIELDS, TrainConfig
+from depthwidth.artifact import checkpoint as ckpt
+from depthwidth.files import write_json
+from depthwidth.artifact.config import NON_NUMERIC_FIELDS, TrainConfig
 from depthwidth.train.dist_checkpoint import RESHARDABLE
-from depthwidth.train.result import TrainResult
+from depthwidth.artifact.result import TrainResult
 
 
 def _differences(stored: dict[str, Any], given: dict[str, Any], *, ignore=()) -> list[str]:
@@ -110,7 +111,7 @@ def _readable(path: Path, *, device: torch.device) -> tuple[dict | None, str]:
 def prepare_run_dir(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: Dataset) -> None:
     """Create the folder and describe the run in run.json; a stale error.json is removed."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.write_json(run_dir / ckpt.RUN, {
+    write_json(run_dir / ckpt.RUN, {
         "depthwidth": __version__,
         "torch": torch.__version__,
         "shape": shape.to_dict(),

@@ -12,7 +12,7 @@ from depthwidth.errors import UserError
 from depthwidth.machine import check_dtype, check_fits, resolve_device as machine_resolve_device
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 from depthwidth.train.optim import run_multipliers
 
 

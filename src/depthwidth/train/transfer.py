@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.errors import UserError
 from depthwidth.shapes.parametrization import PARAMETRIZATIONS
-from depthwidth.train.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig
 from depthwidth.train.coord import check_parametrizations, check_sizes, sized_shape
 
 

@@ -1,17 +1,8 @@
-"""Run folders and atomic checkpoints.
+"""Atomic checkpoints of a run folder (the folder's files are named in `depthwidth.artifact.folder`).
 
-A run folder holds:
-    run.json        what the run is (shape, config, dataset), written when it starts;
-    checkpoint.pt   model, optimizer and RNG states plus `meta` (step, curve, evals, ...),
-                    rewritten atomically (temporary file + os.replace) every `checkpoint_every`
-                    steps and at the end;
-    checkpoint.prev.pt  the checkpoint before it (moved aside just before the new one takes its
-                    place), so that a resume has a second, older point when the last one is
-                    unreadable (a disk that lost its last writes, a file cut short by a copy);
-    result.json     the TrainResult, written atomically only when the run has ended as
-                    "completed" or "diverged" - its presence is what "finished" means;
-    error.json      written instead when the run failed (the checkpoint stays for a resume).
-Checkpoints hold tensors and plain Python values only and are read with
+A checkpoint holds model, optimizer and RNG states plus `meta`, rewritten atomically
+(`depthwidth.files.atomic_write`: temporary file, fsync, rename), the previous one kept as
+checkpoint.prev.pt. Checkpoints hold tensors and plain Python values only and are read with
 torch.load(weights_only=True) (memory-mapped, so a large file is not read into memory to be checked);
 a file that is not one (truncated, random, pickled objects, wrong types) is one UserError naming it.
 Non-tensor bookkeeping travels as one JSON string.
@@ -30,40 +21,10 @@ from typing import Any
 import torch
 
 from depthwidth.errors import UserError
-from depthwidth.files import loads, read_json_object
+from depthwidth.artifact.folder import CHECKPOINT, CHECKPOINT_PREV, ERROR, RESULT, RUN
+from depthwidth.files import atomic_write, loads, read_json_object, write_json, write_text
 
-CHECKPOINT = "checkpoint.pt"
-CHECKPOINT_PREV = "checkpoint.prev.pt"
-RESULT = "result.json"
-RUN = "run.json"
-ERROR = "error.json"
 CHECKPOINT_FORMAT = 1
-
-
-def atomic_write_bytes_via(path: Path, write, *, previous: Path | None = None) -> None:
-    """Call write(tmp_path), then rename tmp_path over `path` (same folder, so atomic); with `previous`,
-    the file at `path` is first renamed to `previous` (so two versions are kept)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        if previous is not None and path.exists():
-            os.replace(path, previous)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def write_json(path: Path, obj: Any) -> None:
-    write_text(path, json.dumps(obj, indent=1, allow_nan=False))
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically (a reader sees the old file or the new one, never half)."""
-    atomic_write_bytes_via(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -100,7 +61,7 @@ def save_checkpoint(
         "rng": rng_state(device),
         "meta": json.dumps(meta, allow_nan=True),
     }
-    atomic_write_bytes_via(path, lambda tmp: torch.save(payload, tmp), previous=path.with_name(CHECKPOINT_PREV))
+    atomic_write(path, lambda tmp: torch.save(payload, tmp), previous=path.with_name(CHECKPOINT_PREV))
 
 
 #: first bytes of a zip archive, what torch.save writes (and what torch.load can memory-map)
