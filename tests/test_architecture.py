@@ -3,15 +3,17 @@ src/depthwidth (module level and inside functions, `import x` and `from x import
 resolved) is read with `ast`, and the test fails naming the file and line of
 
 - an upward import: a module imports a layer above its own (LAYERS, lowest first; a module may import
-  its own layer and below; `train` never imports `bench`, while `bench` may import `train`, whose
-  checkpoint loading and evaluation it measures);
+  its own layer and below). The packages that read and write trained runs are layers of their own, in
+  the order they may use each other: `artifact` (the run folder, checkpoint, recorded config, the model
+  rebuilt from it) below `hf` (Hugging Face interchange), below `train` (which may start from an HF
+  folder), below `bench` (which measures what train and hf produce);
 - a package missing from LAYERS (a new package has to be placed in a layer);
 - an import in `shapes/` of anything but the standard library, `depthwidth.errors` and `depthwidth.shapes`;
 - an import of a depthwidth module that does not exist;
-- a cycle of import-time imports between modules. Import time means module level, class bodies
-  included; imports inside functions and under `if TYPE_CHECKING:` do not run at import time, so they
-  make no cycle (they still count for the layers). An edge goes to the module named (for
-  `from p import n`, to `p.n` when that is a module, else to `p`); that importing `p.n` first runs
+- a cycle of imports between modules, whichever kind: at import time (module level, class bodies),
+  inside functions, or under `if TYPE_CHECKING:`. A function-local import that closes a circle is still a
+  circle in the design, only hidden from Python's import machinery. An edge goes to the module named
+  (for `from p import n`, to `p.n` when that is a module, else to `p`); that importing `p.n` first runs
   `p/__init__.py` is not counted, as Python has `p` in sys.modules by then.
 """
 
@@ -21,6 +23,8 @@ import ast
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 PACKAGE = "depthwidth"
 ROOT = Path(__file__).resolve().parents[1] / "src"  # what the modules' dotted names are relative to
@@ -32,6 +36,7 @@ LAYERS = {
     "errors": 0,
     "files": 0,
     "lazy": 0,
+    "serial": 0,
     "shapes": 1,
     "machine": 2,
     "hfconfig": 2,
@@ -47,9 +52,7 @@ LAYERS = {
     "cli": 11,
 }
 FREE = {"__init__", "__main__"}
-#: (importer, imported) pairs of one layer that are still forbidden.
-FORBIDDEN_SIDEWAYS = {("train", "bench"): "train must not import bench (bench measures what train produced)"}
-SHAPES_MAY_IMPORT = ("depthwidth.errors", "depthwidth.shapes")
+SHAPES_MAY_IMPORT = ("depthwidth.errors", "depthwidth.serial", "depthwidth.shapes")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -153,8 +156,6 @@ def layer_violations(imports: list[Import]) -> list[str]:
         if LAYERS[dst] > LAYERS[src]:
             out.append(f"{imp.where}: {imp.source} ({src}, layer {LAYERS[src]}) imports {imp.target} "
                        f"({dst}, layer {LAYERS[dst]}): an upward import")
-        elif (src, dst) in FORBIDDEN_SIDEWAYS:
-            out.append(f"{imp.where}: {imp.source} imports {imp.target}: {FORBIDDEN_SIDEWAYS[src, dst]}")
     return out
 
 
@@ -171,12 +172,13 @@ def shapes_violations(imports: list[Import]) -> list[str]:
     return out
 
 
-def import_cycles(imports: list[Import]) -> list[str]:
-    """One line per strongly connected component of the import-time graph: one cycle through it,
-    each edge with the file and line of its import."""
+def import_cycles(imports: list[Import], *, import_time_only: bool = False) -> list[str]:
+    """One line per strongly connected component of the import graph (every import, or with
+    `import_time_only` those that run when the module is imported): one cycle through it, each edge with
+    the file and line of its import."""
     edges: dict[str, dict[str, Import]] = {}
     for imp in imports:
-        if imp.import_time and top(imp.target) is not None and imp.target != imp.source:
+        if (imp.import_time or not import_time_only) and top(imp.target) is not None and imp.target != imp.source:
             edges.setdefault(imp.source, {}).setdefault(imp.target, imp)
     out = []
     for component in _strongly_connected(edges):
@@ -281,9 +283,14 @@ def test_every_imported_depthwidth_module_exists():
     assert not missing, _report("imports of missing modules", missing)
 
 
-def test_no_import_time_cycles():
+def test_no_import_cycles_of_any_kind():
     cycles = import_cycles(all_imports())
-    assert not cycles, _report("import-time cycles", cycles)
+    assert not cycles, _report("import cycles (function-local imports included)", cycles)
+
+
+def test_the_trained_run_layers_are_ordered_artifact_hf_train_bench():
+    assert LAYERS["model"] == LAYERS["data"] < LAYERS["artifact"] < LAYERS["hf"] < LAYERS["train"] < \
+        LAYERS["bench"] < LAYERS["study"]
 
 
 # ---- the checker itself, on made-up modules ------------------------------------------------------
@@ -342,8 +349,8 @@ def _imp(source: str, target: str, line: int = 1, import_time: bool = True) -> I
 def test_layer_rules():
     violations = layer_violations([
         _imp("depthwidth.shapes.flops", "depthwidth.model.transformer", 3),  # up
-        _imp("depthwidth.train.loop", "depthwidth.bench.hw", 4, import_time=False),  # forbidden sideways
-        _imp("depthwidth.bench.target", "depthwidth.artifact.checkpoint", 5),  # allowed sideways
+        _imp("depthwidth.train.loop", "depthwidth.bench.hw", 4, import_time=False),  # up, inside a function
+        _imp("depthwidth.bench.target", "depthwidth.artifact.checkpoint", 5),  # down
         _imp("depthwidth.model.transformer", "depthwidth.data.batches", 6),  # same layer
         _imp("depthwidth.cli.plan", "depthwidth.shapes.families", 7),  # down
         _imp("depthwidth.__main__", "depthwidth.cli", 8),  # free
@@ -352,10 +359,29 @@ def test_layer_rules():
     assert violations == [
         "src/depthwidth/x.py:3: depthwidth.shapes.flops (shapes, layer 1) imports depthwidth.model.transformer "
         "(model, layer 3): an upward import",
-        "src/depthwidth/x.py:4: depthwidth.train.loop imports depthwidth.bench.hw: train must not import bench "
-        "(bench measures what train produced)",
+        "src/depthwidth/x.py:4: depthwidth.train.loop (train, layer 6) imports depthwidth.bench.hw (bench, layer 7): "
+        "an upward import",
         "src/depthwidth/x.py:9: depthwidth.plugins.x is in no layer ('plugins' is missing from LAYERS)",
     ]
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("depthwidth.hf.export", "depthwidth.bench.target"),  # hf loading a checkpoint through bench
+    ("depthwidth.hf.weights", "depthwidth.train.loop"),  # hf borrowing from the trainer
+    ("depthwidth.train.loop", "depthwidth.bench.serving"),  # the trainer measuring serving
+    ("depthwidth.artifact.load", "depthwidth.hf.load"),  # the run layer reading HF folders
+    ("depthwidth.artifact.config", "depthwidth.train.optim"),  # the recorded config reaching into train
+])
+def test_an_upward_import_among_the_trained_run_layers_fails_the_real_tree(importer, imported):
+    """The rule on the real source with one deliberately added function-local import: the checker names it."""
+    path = SRC.joinpath(*importer.split(".")[1:]).with_suffix(".py")
+    text = path.read_text(encoding="utf-8") + f"\n\ndef _added():\n    import {imported}\n"
+    added = imports_of(path, text=text)
+    others = [i for i in all_imports() if i.source != importer]
+    violations = layer_violations(others + added)
+    assert len(violations) == 1 and f"{importer} (" in violations[0] and f"imports {imported} (" in violations[0] \
+        and violations[0].endswith("an upward import"), violations
+    assert import_cycles(others + [i for i in imports_of(path)]) == []
 
 
 def test_shapes_rule():
@@ -374,16 +400,27 @@ def test_shapes_rule():
     ]
 
 
-def test_cycles_only_at_import_time():
-    cycles = import_cycles([
+def test_cycles_of_every_kind_of_import():
+    imports = [
         _imp("depthwidth.a", "depthwidth.b", 1),
         _imp("depthwidth.b", "depthwidth.c", 2),
         _imp("depthwidth.c", "depthwidth.a", 3),
         _imp("depthwidth.d", "depthwidth.e", 4),
-        _imp("depthwidth.e", "depthwidth.d", 5, import_time=False),  # inside a function: no cycle
+        _imp("depthwidth.e", "depthwidth.d", 5, import_time=False),  # inside a function: still a circle
         _imp("depthwidth.e", "depthwidth.e", 6),  # a module naming itself is no cycle
-    ])
-    assert cycles == [
-        "import cycle: depthwidth.a (src/depthwidth/x.py:1) -> depthwidth.b (src/depthwidth/x.py:2) -> "
-        "depthwidth.c (src/depthwidth/x.py:3) -> depthwidth.a"
     ]
+    abc = ("import cycle: depthwidth.a (src/depthwidth/x.py:1) -> depthwidth.b (src/depthwidth/x.py:2) -> "
+           "depthwidth.c (src/depthwidth/x.py:3) -> depthwidth.a")
+    de = "import cycle: depthwidth.d (src/depthwidth/x.py:4) -> depthwidth.e (src/depthwidth/x.py:5) -> depthwidth.d"
+    assert import_cycles(imports) == [abc, de]
+    assert import_cycles(imports, import_time_only=True) == [abc]
+
+
+def test_a_function_local_circle_in_a_real_module_is_found():
+    """trainer -> launcher at import time, launcher -> trainer inside a function: the checker names it."""
+    path = SRC / "train" / "launch.py"
+    text = path.read_text(encoding="utf-8") + "\n\ndef _added():\n    from depthwidth.train.loop import train\n"
+    others = [i for i in all_imports() if i.source != "depthwidth.train.launch"]
+    cycles = import_cycles(others + imports_of(path, text=text))
+    assert len(cycles) == 1 and "depthwidth.train.launch (src/depthwidth/train/launch.py:" in cycles[0] \
+        and "depthwidth.train.loop (src/depthwidth/train/loop.py:" in cycles[0], cycles

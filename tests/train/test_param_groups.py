@@ -11,7 +11,8 @@ from depthwidth.model.transformer import Transformer
 from depthwidth.shapes import Shape
 from depthwidth.train import TrainConfig, train
 from depthwidth.artifact.checkpoint import CHECKPOINT, load_checkpoint
-from depthwidth.train.optim import make_optimizer, param_role, run_multipliers
+from depthwidth.artifact.model import run_multipliers
+from depthwidth.train.optim import make_optimizer, param_role
 
 SHAPE = Shape(n_layers=4, d_model=64, n_heads=4, vocab_size=256, max_seq_len=32, bias="all", tie_embeddings=False)
 

@@ -54,13 +54,16 @@ def save_checkpoint(
     meta: dict[str, Any],
 ) -> None:
     """Write a checkpoint atomically. `meta` must be JSON-serialisable (step, curve, config...)."""
-    payload = {
-        "format": CHECKPOINT_FORMAT,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "rng": rng_state(device),
-        "meta": json.dumps(meta, allow_nan=True),
-    }
+    write_checkpoint(path, model_state=model.state_dict(), optimizer_state=optimizer.state_dict(),
+                     rng=rng_state(device), meta=meta)
+
+
+def write_checkpoint(path: Path, *, model_state: dict, optimizer_state: dict, rng: dict[str, torch.Tensor],
+                     meta: dict[str, Any]) -> None:
+    """The one writer of checkpoint files: the states, the RNG and `meta` as one JSON string, written
+    atomically with the previous file kept as checkpoint.prev.pt."""
+    payload = {"format": CHECKPOINT_FORMAT, "model": model_state, "optimizer": optimizer_state, "rng": rng,
+               "meta": json.dumps(meta, allow_nan=True)}
     atomic_write(path, lambda tmp: torch.save(payload, tmp), previous=path.with_name(CHECKPOINT_PREV))
 
 

@@ -4,11 +4,11 @@ group-size divisibility findings for the shape."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 from torch import nn
 
+from depthwidth.artifact.config import TrainConfig
 from depthwidth.bench.quantize import quantize_int8, quantized_linear_count
 from depthwidth.bench.results import QuantizationReport
 from depthwidth.bench.target import LoadedTarget
@@ -44,20 +44,18 @@ def group_size_findings(shape, *, group_size: int) -> tuple[str, ...]:
 
 
 class EvalData:
-    """The validation windows the checkpoint's own training run evaluated on, rebuilt from its config
-    (corpus, tokenizer, split fractions, seq_len, eval_windows); its dataset hash must match."""
+    """The validation windows the checkpoint's own training run evaluated on, rebuilt from its recorded
+    config (corpus, tokenizer, split fractions, seq_len, eval_windows); its dataset hash must match."""
 
-    def __init__(self, meta: dict[str, Any]) -> None:
+    def __init__(self, config: TrainConfig, *, dataset_hash: str | None) -> None:
         from depthwidth.data.batches import BatchStream
         from depthwidth.data.dataset import load_dataset
-        from depthwidth.artifact.config import TrainConfig
 
-        config = TrainConfig.from_dict(meta["config"])
         dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
                                test_fraction=config.test_fraction, cache_dir=config.cache_dir)
-        if meta.get("dataset_hash") not in (None, dataset.dataset_hash):
+        if dataset_hash not in (None, dataset.dataset_hash):
             raise UserError(
-                f"the checkpoint was trained on data with hash {str(meta['dataset_hash'])[:12]}, but its corpus "
+                f"the checkpoint was trained on data with hash {str(dataset_hash)[:12]}, but its corpus "
                 f"{config.corpus!r} now gives {dataset.dataset_hash[:12]}; its validation loss cannot be reproduced"
             )
         stream = BatchStream(dataset, seq_len=config.seq_len, batch_size=config.batch_size, seed=config.seed)
@@ -77,8 +75,11 @@ def validation_loss(model: nn.Module, data: EvalData) -> float:
 
 
 def eval_data_for(loaded: LoadedTarget) -> EvalData | None:
-    """The checkpoint's validation data; None for random weights (no loss to compare)."""
-    return EvalData(loaded.meta) if loaded.meta is not None else None
+    """The checkpoint's validation data; None for random weights or a checkpoint that records no config (no
+    loss to compare)."""
+    if loaded.config is None:
+        return None
+    return EvalData(loaded.config, dataset_hash=loaded.meta.dataset_hash if loaded.meta is not None else None)
 
 
 def quantization_report(loaded: LoadedTarget, *, config, data: EvalData | None = None) -> QuantizationReport:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from depthwidth.artifact.config import TrainConfig
+from depthwidth.artifact.load import load_trained
 from depthwidth.errors import UserError
 from depthwidth.hf.arch import choose_arch, hf_config
 from depthwidth.hf.harness import write_harness_tasks
@@ -65,21 +67,19 @@ class ExportResult:
                 "newline_id": self.newline_id, "lm_eval_model_args": self.lm_eval_args()}
 
 
-def run_tokenizer(meta: dict[str, Any]):
-    """The tokenizer a checkpoint was trained with, rebuilt from its config (byte needs no corpus;
-    char and BPE are learned from the corpus, whose dataset hash must still match)."""
+def run_tokenizer(config: TrainConfig, *, dataset_hash: str | None = None):
+    """The tokenizer a run was trained with, rebuilt from its config (byte needs no corpus; char and BPE are
+    learned from the corpus, whose dataset hash must still match `dataset_hash`)."""
     from depthwidth.data.dataset import load_dataset
     from depthwidth.data.tokenizers import ByteTokenizer
-    from depthwidth.artifact.config import TrainConfig
 
-    config = TrainConfig.from_dict(meta["config"])
     if config.tokenizer == "byte":
         return ByteTokenizer()
     dataset = load_dataset(corpus=config.corpus, tokenizer=config.tokenizer, val_fraction=config.val_fraction,
                            test_fraction=config.test_fraction, cache_dir=config.cache_dir)
-    if meta.get("dataset_hash") not in (None, dataset.dataset_hash):
+    if dataset_hash not in (None, dataset.dataset_hash):
         raise UserError(f"the run's corpus {config.corpus!r} changed since training (dataset hash "
-                        f"{str(meta['dataset_hash'])[:12]}, now {dataset.dataset_hash[:12]}); its {config.tokenizer} "
+                        f"{str(dataset_hash)[:12]}, now {dataset.dataset_hash[:12]}); its {config.tokenizer} "
                         "tokenizer cannot be rebuilt")
     return dataset.tokenizer
 
@@ -136,26 +136,21 @@ def export_model(state: dict, shape: Shape, *, tokenizer, out_dir: str | os.Path
 
 def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False) -> ExportResult:
     """Export the latest checkpoint of a run folder written by `depthwidth train` (or a study's run)."""
-    from depthwidth.bench.target import load_checkpoint_model
-    from depthwidth.artifact.checkpoint import RESULT
-
-    loaded = load_checkpoint_model(Path(run_dir))
-    meta = loaded.meta
-    recorded = meta.get("config")
-    parametrization = recorded.get("parametrization", "sp") if isinstance(recorded, dict) else "sp"
-    if parametrization != "sp":  # its multipliers (residual, logit, 1/head_dim attention) are not in the weights
-        raise UserError(f"{run_dir}: parametrization={parametrization!r} runs cannot be exported yet (their forward "
-                        "multipliers are not folded into the weights); only sp runs export")
-    tokenizer = run_tokenizer(meta)
-    config = meta["config"]
-    probes = tuple(s for s in str(config.get("corpus", "")).split("+") if s.startswith("probe:"))
-    folder = Path(run_dir) if Path(run_dir).is_dir() else Path(run_dir).parent
-    record = {"run": {"folder": str(folder.resolve()), "step": meta.get("step"), "config": config,
-                      "dataset_hash": meta.get("dataset_hash")}}
-    return export_model(loaded.model.state_dict(), loaded.shape, tokenizer=tokenizer, out_dir=out_dir,
-                        dropout=float(config.get("dropout", 0.0)), record=record, probes=probes,
-                        overwrite=overwrite, source=str(run_dir), step=meta.get("step"),
-                        finished=(folder / RESULT).is_file())
+    run = load_trained(Path(run_dir))
+    if run.config is None:
+        raise UserError(f"{run.checkpoint} records no train config, so its tokenizer cannot be rebuilt; export a "
+                        "run folder written by depthwidth train")
+    if not run.multipliers.is_sp:  # its multipliers (residual, logit, 1/head_dim attention) are not in the weights
+        raise UserError(f"{run_dir}: parametrization={run.config.parametrization!r} runs cannot be exported yet "
+                        "(their forward multipliers are not folded into the weights); only sp runs export")
+    config = run.config
+    tokenizer = run_tokenizer(config, dataset_hash=run.meta.dataset_hash)
+    probes = tuple(s for s in config.corpus.split("+") if s.startswith("probe:"))
+    record = {"run": {"folder": str(run.folder.resolve()), "step": run.step, "config": run.meta.config,
+                      "dataset_hash": run.meta.dataset_hash}}
+    return export_model(run.model.state_dict(), run.shape, tokenizer=tokenizer, out_dir=out_dir,
+                        dropout=config.dropout, record=record, probes=probes, overwrite=overwrite,
+                        source=str(run_dir), step=run.step, finished=run.finished)
 
 
 __all__ = ["ExportResult", "check_target", "export_model", "export_run", "run_tokenizer"]

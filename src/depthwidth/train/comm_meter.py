@@ -116,19 +116,19 @@ class CommMeter(TorchDispatchMode):
 __all__ = ["CommMeter", "KINDS", "METHOD"]
 
 
-def comm_fields(run) -> dict:
+def comm_fields(*, ctx, shape, config, device, curve: list[dict]) -> dict:
     """`TrainResult.comm` and `comm_fraction` of a multi-process run: the meter's per-step means next to the
     analytic bytes (`depthwidth.shapes.collectives`) and their time from the measured link of the backend
     (`depthwidth hw measure --collectives`; no predicted time without one)."""
     from depthwidth.machine.collective import load_link
     from depthwidth.shapes.collectives import step_collectives, with_seconds
 
-    ctx, cfg = run.dist, run.config
+    cfg = config  # ctx: this rank's DistContext; curve: the run's CurvePoint dicts
     measured = ctx.meter.summary()
-    predicted = step_collectives(run.shape, nproc=ctx.world, parallel=cfg.parallel, tp=ctx.tp,
+    predicted = step_collectives(shape, nproc=ctx.world, parallel=cfg.parallel, tp=ctx.tp,
                                  batch_size=cfg.batch_size, micro_batch=cfg.micro_batch_size, seq_len=cfg.seq_len,
                                  act_bytes=2 if cfg.dtype == "bf16" else 4, reshard=cfg.reshard)
-    backend = "nccl" if run.device.type == "cuda" else "gloo"
+    backend = "nccl" if device.type == "cuda" else "gloo"
     link = load_link(backend, ctx.world, cache=cfg.cache_dir)
     if link is not None:
         predicted = with_seconds(predicted, bandwidth=link.bandwidth, latency_s=link.latency_s,
@@ -142,7 +142,7 @@ def comm_fields(run) -> dict:
                        "bytes_each_step": m.get("bytes_each_step", []),
                        "predicted_calls": p.calls if p else 0, "predicted_bytes": p.bytes if p else 0,
                        "predicted_seconds": p.seconds if p else None}
-    timed = [c for c in run.curve if c["step"] > 0] or run.curve
+    timed = [c for c in curve if c["step"] > 0] or curve
     step_s = sum(c["seconds"] for c in timed) / len(timed) if timed else None
     comm_s = sum(k["seconds"] for k in kinds.values())
     comm = {"method": METHOD, "backend": backend, "nproc": ctx.world, "dp": ctx.dp, "tp": ctx.tp,

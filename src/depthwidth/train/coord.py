@@ -23,7 +23,8 @@ from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.parametrization import PARAMETRIZATIONS
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig, lr_at
-from depthwidth.train.optim import make_optimizer, run_multipliers
+from depthwidth.artifact.model import build_model
+from depthwidth.train.optim import make_optimizer
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -137,7 +138,7 @@ class _Recorder:
 def coord_point(shape: Shape, config: TrainConfig, stream: BatchStream, probe: torch.Tensor) -> CoordPoint:
     """Train `shape` under `config` for `config.steps` steps and measure it (see the module docstring)."""
     torch.manual_seed(config.seed)
-    model = Transformer(shape, attn_impl=config.attn_impl, scaling=run_multipliers(shape, config)).train()
+    model = build_model(shape, config, dropout=0.0).train()
     optimizer = make_optimizer(model, config)
     params = [p for g in optimizer.param_groups for p in g["params"]]
     recorder = _Recorder(model)

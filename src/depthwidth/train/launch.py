@@ -1,5 +1,5 @@
 """Starting the `nproc` processes of one run from a single call: `train(shape, config)` with nproc > 1
-(from `depthwidth train --nproc N`, or a study's job) starts N child processes (`python -m depthwidth.train.launch`),
+(from `depthwidth train --nproc N`, or a study's job) starts N child processes (`python -m depthwidth.train.rank`),
 each one rank of a `gloo` (CPU) or `nccl` (CUDA) group on this machine, and returns rank 0's result.
 The children run exactly what `torchrun --nproc-per-node N` would start: `train(...)` with RANK,
 WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT set (`distributed.join` reads them).
@@ -40,7 +40,7 @@ def spawn(shape, config, *, out_dir=None, resume: bool = False):
         for rank in range(config.nproc):
             env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(config.nproc), "LOCAL_RANK": str(rank),
                    "LOCAL_WORLD_SIZE": str(config.nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
-            procs.append(subprocess.Popen([sys.executable, "-m", "depthwidth.train.launch", tmp], env=env))
+            procs.append(subprocess.Popen([sys.executable, "-m", "depthwidth.train.rank", tmp], env=env))
         codes = _wait_all(procs)
         error = Path(tmp, ERROR_FILE)
         if error.is_file():
@@ -69,32 +69,3 @@ def _wait_all(procs: list[subprocess.Popen]) -> list[int]:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-
-
-def _child(tmp: str) -> None:
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    args = json.loads(Path(tmp, ARGS_FILE).read_text(encoding="utf-8"))
-    import torch
-
-    from depthwidth.shapes.shape import Shape
-    from depthwidth.artifact.config import TrainConfig
-    from depthwidth.train.loop import train
-
-    cfg = TrainConfig.from_dict(args["config"])
-    if cfg.threads is None:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
-    try:
-        result = train(Shape.from_dict(args["shape"]), cfg, out_dir=args["out_dir"], resume=args["resume"])
-    except UserError as exc:
-        Path(tmp, ERROR_FILE).write_text(str(exc), encoding="utf-8")
-        sys.exit(2)
-    if rank == 0:
-        Path(tmp, RESULT_FILE).write_text(json.dumps(result.to_dict()), encoding="utf-8")
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    _child(sys.argv[1])

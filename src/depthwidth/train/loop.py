@@ -28,13 +28,15 @@ from depthwidth.data.batches import BatchStream
 from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.data.probes import parse_probe_spec, probe_test_set
 from depthwidth.machine import cache_dir as machine_cache_dir, peak_flops
-from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
-from depthwidth.artifact import checkpoint as ckpt
-from depthwidth.files import write_json
 from depthwidth.artifact.config import TrainConfig, lr_at
+from depthwidth.artifact.folder import ERROR, RESULT
+from depthwidth.artifact.model import build_model
+from depthwidth.artifact.records import CheckpointMeta, CurvePoint, EvalPoint
+from depthwidth.artifact.state import TrainState, save_state
+from depthwidth.files import write_json
 from depthwidth.train import dist_checkpoint
 from depthwidth.train.distributed import check_parallel, join, under_launcher
 from depthwidth.train.evaluate import evaluate, position_buckets
@@ -42,11 +44,12 @@ from depthwidth.train.init_from import check_resumed_init, read_init
 from depthwidth.train.comm_meter import comm_fields
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
 from depthwidth.train.probe_eval import probe_accuracy
-from depthwidth.train.optim import make_optimizer, run_multipliers
+from depthwidth.train.optim import make_optimizer
 from depthwidth.artifact.result import TrainProgress, TrainResult
 from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
 from depthwidth.train.setup import check_compatible, execution_settings, resolve_device
 from depthwidth.train import speed
+
 
 def train(
     shape: Shape,
@@ -68,7 +71,7 @@ def train(
     check_compatible(shape, config, dataset, device)
     check_parallel(config, shape)
     if config.nproc > 1 and not under_launcher():  # start the run's processes (train/launch.py); rank 0's result
-        from depthwidth.train.launch import spawn
+        from depthwidth.train.launch import spawn  # (its ranks run train/rank.py, which imports this module)
 
         return spawn(shape, config, out_dir=out_dir, resume=resume)
     init = read_init(config, shape, tokenizer_fingerprint=dataset.tokenizer.fingerprint)
@@ -122,35 +125,38 @@ class _Run:
         self.compiled = speed.compiles(config, device)
         self.feeder = speed.BatchFeeder(stream, device, self.steps)
         self.start = 0  # the first step this process runs (its first WARMUP_STEPS are warm-up)
+        self.resumes: list[str] = []  # where and why this run continued (see run_dir.check_resumable)
+        self.state: TrainState | None = None  # model, optimizer, device and meta: built by _build
+        self.model = self.forward = None  # state.model as the loop uses it; the (compiled) training forward
+        self.params: list[torch.nn.Parameter] = []
 
     # ---- setup --------------------------------------------------------------------------------
     def _build(self, payload) -> int:
         torch.manual_seed(self.config.seed)
-        self.model = Transformer(self.shape, attn_impl=self.config.attn_impl, dropout=self.config.dropout,
-                                 scaling=run_multipliers(self.shape, self.config))
-        self.model.to(self.device).train()
-        self.n_params = sum(p.numel() for p in self.model.parameters())
+        model = build_model(self.shape, self.config)  # the builder every reader of the run uses too
+        model.to(self.device).train()
+        self.n_params = sum(p.numel() for p in model.parameters())
         expected = count_params(self.shape).total
         if self.n_params != expected:
             raise RuntimeError(f"module has {self.n_params} parameters but count_params says {expected}")
         if payload is None and self.init is not None:  # start from the init_from folder's weights
-            self.model.load_state_dict(self.init.state)
+            model.load_state_dict(self.init.state)
         if self.dist is not None:  # DDP, FSDP2, tensor parallel (train/parallelize.py)
-            self.model = self.dist.wrap(self.model, self.config)
-        self.optimizer = make_optimizer(getattr(self.model, "module", self.model), self.config)
+            model = self.dist.wrap(model, self.config)
+        optimizer = make_optimizer(getattr(model, "module", model), self.config)
         if self.dist is not None:
-            self.dist.adapt(self.optimizer)
-        self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        self.forward = speed.compile_model(self.model) if self.compiled else self.model  # the training forward
+            self.dist.adapt(optimizer)
+        self.state = TrainState(model=model, optimizer=optimizer, device=self.device, meta=self._meta(0))
+        self.model, self.optimizer = model, optimizer
+        self.params = [p for g in optimizer.param_groups for p in g["params"]]
+        self.forward = speed.compile_model(model) if self.compiled else model  # the training forward
         self.hasher = self.stream.hasher()
         if payload is None:
             return 0
         if self.dist is not None or dist_checkpoint.is_dcp(payload):
-            dist_checkpoint.load_any(self, payload)
+            dist_checkpoint.load_any(self.state, payload, run_dir=self.run_dir, ctx=self.dist)
         else:
-            self.model.load_state_dict(payload["model"])
-            self.optimizer.load_state_dict(payload["optimizer"])
-            ckpt.set_rng_state(payload["rng"], self.device)
+            self.state.restore(payload)
         meta = payload["meta"]
         self.curve, self.evals = meta["curve"], meta["evals"]
         self.train_seconds, self.eval_seconds = meta["train_seconds"], meta["eval_seconds"]
@@ -196,7 +202,7 @@ class _Run:
 
     # ---- the loop -------------------------------------------------------------------------------
     def run(self, payload, resumes: list[str]) -> TrainResult:
-        self.resumes = resumes  # where and why this run continued (see run_dir.check_resumable)
+        self.resumes = resumes
         try:
             return self._run(payload)
         except (RuntimeError, MemoryError) as exc:  # out of memory, a kernel failure: report, do not kill a study
@@ -264,10 +270,9 @@ class _Run:
         self.train_seconds += seconds * len(pending)
         diverged = None
         for (step, _, _, lr), (loss, grad_norm) in zip(pending, values):
-            self.curve.append({"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
-                               "seconds": seconds, "cpu_seconds": cpu_seconds,
-                               "tokens_per_s": tokens_per_step / seconds,
-                               **({"warmup": True} if step - self.start < speed.WARMUP_STEPS else {})})
+            self.curve.append(CurvePoint(step=step, loss=loss, lr=lr, grad_norm=grad_norm, seconds=seconds,
+                                         cpu_seconds=cpu_seconds, tokens_per_s=tokens_per_step / seconds,
+                                         warmup=step - self.start < speed.WARMUP_STEPS).to_dict())
             if diverged is None and not (math.isfinite(loss) and loss <= self.max_loss):
                 diverged = step
         if self.progress is not None:
@@ -286,26 +291,26 @@ class _Run:
         out = evaluate(self.model, tokens=self.dataset.val, slices=self.eval_slices, seq_len=self.config.seq_len,
                        batch_size=self.config.micro_batch_size, device=self.device, autocast=self.autocast)
         self.eval_seconds += time.perf_counter() - t0
-        self.evals.append({"step": step, "tokens": step * self.config.tokens_per_step, "val_loss": out.loss,
-                           "val_loss_by_slice": out.by_slice})
+        self.evals.append(EvalPoint(step=step, tokens=step * self.config.tokens_per_step, val_loss=out.loss,
+                                    val_loss_by_slice=out.by_slice).to_dict())
         if self.progress is not None:
             self.progress(TrainProgress(phase="eval", step=step, steps=self.steps, loss=None, tokens_per_s=None,
                                         eta_s=None, val_loss=out.loss))
         return out
 
-    def _meta(self, step: int) -> dict:
-        return {"step": step, "curve": self.curve, "evals": self.evals, "train_seconds": self.train_seconds,
-                "eval_seconds": self.eval_seconds, "saved_activation_bytes": self.saved_bytes,
-                "state_bytes": self.states, "config": self.config.to_dict(), "shape": self.shape.to_dict(),
-                "dataset_hash": self.dataset.dataset_hash,
-                "init_sha256": self.init.sha256 if self.init is not None else None}
+    def _meta(self, step: int) -> CheckpointMeta:
+        return CheckpointMeta(step=step, curve=self.curve, evals=self.evals, train_seconds=self.train_seconds,
+                              eval_seconds=self.eval_seconds, saved_activation_bytes=self.saved_bytes,
+                              state_bytes=self.states, config=self.config.to_dict(), shape=self.shape.to_dict(),
+                              dataset_hash=self.dataset.dataset_hash,
+                              init_sha256=self.init.sha256 if self.init is not None else None,
+                              resumes=list(self.resumes))
 
     def _save(self, step: int) -> None:
+        self.state.meta = self._meta(step)
         if self.dist is not None:  # DCP shards, or whole tensors at the end (train/dist_checkpoint.py)
-            return dist_checkpoint.save(self, step, {**self._meta(step), "resumes": self.resumes},
-                                        final=step == self.steps)
-        ckpt.save_checkpoint(self.run_dir / ckpt.CHECKPOINT, model=self.model, optimizer=self.optimizer,
-                             device=self.device, meta={**self._meta(step), "resumes": self.resumes})
+            return dist_checkpoint.save(self.state, run_dir=self.run_dir, ctx=self.dist, final=step == self.steps)
+        save_state(self.run_dir, self.state)
 
     def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
         cfg = self.config
@@ -367,13 +372,13 @@ class _Run:
             vendor_peak_source=vendor_source,
             compiled=self.compiled,
             tf32=self.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32,
-            **(comm_fields(self) if self.dist is not None else {}),
+            **(comm_fields(ctx=self.dist, shape=self.shape, config=cfg, device=self.device, curve=self.curve)
+               if self.dist is not None else {}),
         )
         if self.progress is not None:
             self.progress(TrainProgress(phase="done", step=len(self.curve), steps=self.steps, loss=None,
                                         tokens_per_s=tokens_per_s, eta_s=0.0, val_loss=result.val_loss))
         if self.run_dir is not None and (self.dist is None or self.dist.writer):
-            write_json(self.run_dir / (ckpt.ERROR if status == "failed" else ckpt.RESULT),
-                            result.to_dict())
+            write_json(self.run_dir / (ERROR if status == "failed" else RESULT), result.to_dict())
         return result
 

@@ -11,20 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from depthwidth.shapes.parametrization import Multipliers, multipliers
-from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig
+from depthwidth.shapes.parametrization import Multipliers
 
 #: Parameters whose names end like this are embeddings (not decayed unless decay_embeddings).
 EMBEDDING_PARAMS = ("embed.weight", "pos_embed.weight")
-
-
-def run_multipliers(shape: Shape, config: TrainConfig) -> Multipliers:
-    """The multipliers of `config.parametrization` for `shape` (base sizes from the config; None = the
-    shape's own). Raises UserError for a scheme the shape cannot take (depth scaling of post-norm blocks)."""
-    return multipliers(config.parametrization, d_model=shape.d_model, n_layers=shape.n_layers,
-                       head_dim=shape.head_dim, base_width=config.base_width, base_depth=config.base_depth,
-                       norm_position=shape.norm_position)
 
 
 def param_role(name: str, p: torch.nn.Parameter) -> str:

@@ -16,6 +16,9 @@
   [q_r | k_r | v_r] (`qkv_permutation`); the weights written at the end of a run are put back in the
   model's own order, intermediate (DCP) checkpoints keep the tp layout.
 Not built: sequence parallelism (norms and dropout sharded over the sequence).
+
+`ctx` is always this rank's `depthwidth.train.distributed.DistContext`, which calls this module (never the
+other way round).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from depthwidth.model.transformer import Attention, Transformer
-from depthwidth.train.distributed import DistContext
 
 
 def qkv_permutation(shape, tp: int) -> torch.Tensor:
