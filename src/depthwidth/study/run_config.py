@@ -14,20 +14,23 @@ of the identity: editing a corpus file makes new runs instead of silently reusin
 
 A benchmark run (format `BENCH_FORMAT` = 1): {"kind": "bench", "format": 1, "shape", "bench", "hardware"}.
 
-Format 1 of a training run (studies written before: `data`, `train` with `min_lr_ratio`, `lr` and
-`seed` apart) is converted by `upgrade_run_config` to exactly the config the current expansion makes
-for the same spec, so an old study's finished runs keep their results under their new ids.
+Older formats of a training run are converted on read by `upgrade_run_config`, one numbered step of
+`TRAIN_FORMAT_STEPS` at a time (listed with every other migration of stored data in
+`depthwidth.study.migrations`). Format 1 (studies written before: `data`, `train` with `min_lr_ratio`,
+`lr` and `seed` apart) becomes exactly the config the current expansion makes for the same spec, so an
+old study's finished runs keep their results under their new ids.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from depthwidth.artifact.config import EXECUTION_FIELDS, TrainConfig, identity_dict
 
-TRAIN_FORMAT = 2
 BENCH_FORMAT = 1
 #: TrainConfig fields that describe the data and batch geometry (the fairness check's "data").
 DATA_FIELDS = ("corpus", "tokenizer", "val_fraction", "test_fraction", "seq_len", "batch_size")
@@ -47,8 +50,8 @@ def config_hash(config: dict) -> str:
 def train_run_config(*, shape: dict, corpus_hash: str, config: TrainConfig, init_hash: str | None = None) -> dict:
     """The canonical config of one training run; a run that starts from a model folder (`init_from`)
     also carries that folder's content hash, `init_hash`."""
-    train = {k: v for k, v in identity_dict(config).items() if k not in EXECUTION_FIELDS}
-    out = {"kind": "train", "format": TRAIN_FORMAT, "shape": shape, "corpus_hash": corpus_hash, "train": train}
+    out = {"kind": "train", "format": TRAIN_FORMAT, "shape": shape, "corpus_hash": corpus_hash,
+           "train": _identity_train(config)}
     if config.init_from is not None:
         if init_hash is None:
             raise ValueError("a run with init_from needs the content hash of that folder (init_hash)")
@@ -89,12 +92,31 @@ def run_tokens(run_config: dict) -> int | None:
 
 
 def upgrade_run_config(config: dict) -> dict:
-    """A training run's config in the current format (format 1 converted; anything else unchanged).
-    Format 1 trained with `min_lr = lr * min_lr_ratio` and every other field at its default; the
-    conversion computes the same value the same way, so the trainer's own config hash (and with it a
-    checkpoint of an unfinished run) is unchanged."""
-    if config.get("kind") != "train" or config.get("format") != 1:
+    """A training run's config in the current format: each step of `TRAIN_FORMAT_STEPS` above its
+    format applied in order (a config of the current format, of an unknown one, or not a training run's
+    is returned unchanged)."""
+    if config.get("kind") != "train":
         return config
+    for step in TRAIN_FORMAT_STEPS:
+        if config.get("format") == step.format - 1:
+            config = step.apply(config)
+    return config
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FormatStep:
+    """One numbered step of the training-run format: `apply` takes a config of format `format - 1` and
+    gives the same run in format `format`."""
+
+    format: int
+    name: str
+    apply: Callable[[dict], dict]
+
+
+def _train_format_2(config: dict) -> dict:
+    """Format 1 -> 2. Format 1 trained with `min_lr = lr * min_lr_ratio` and every other field at its
+    default; the conversion computes the same value the same way, so the trainer's own config hash (and
+    with it a checkpoint of an unfinished run) is unchanged."""
     d, t = config["data"], config["train"]
     train = TrainConfig(
         corpus=d["corpus"], tokenizer=d["tokenizer"], val_fraction=d["val_fraction"], seq_len=d["seq_len"],
@@ -103,8 +125,23 @@ def upgrade_run_config(config: dict) -> dict:
         weight_decay=t["weight_decay"], grad_clip=t["grad_clip"], dtype=t["dtype"], dropout=t["dropout"],
         eval_every=t["eval_every"], eval_windows=t["eval_windows"], seed=config["seed"],
     )
-    return train_run_config(shape=config["shape"], corpus_hash=d["corpus_hash"], config=train)
+    return {"kind": "train", "format": 2, "shape": config["shape"], "corpus_hash": d["corpus_hash"],
+            "train": _identity_train(train)}
 
 
-__all__ = ["BENCH_FORMAT", "DATA_FIELDS", "PER_RUN_FIELDS", "TRAIN_FORMAT", "canonical_json", "config_hash",
-           "run_data", "run_settings", "run_tokens", "train_config_of", "train_run_config", "upgrade_run_config"]
+def _identity_train(config: TrainConfig) -> dict:
+    """The `train` part of a run config: the run's identity fields, none of the executor's."""
+    return {k: v for k, v in identity_dict(config).items() if k not in EXECUTION_FIELDS}
+
+
+#: Every step of the training-run format, in order; step n converts format n - 1 to n.
+TRAIN_FORMAT_STEPS: tuple[FormatStep, ...] = (
+    FormatStep(format=2, name="TrainConfig's own dict", apply=_train_format_2),
+)
+#: The format a training run is stored in now: the highest step's.
+TRAIN_FORMAT = TRAIN_FORMAT_STEPS[-1].format
+
+
+__all__ = ["BENCH_FORMAT", "DATA_FIELDS", "PER_RUN_FIELDS", "TRAIN_FORMAT", "TRAIN_FORMAT_STEPS", "FormatStep",
+           "canonical_json", "config_hash", "run_data", "run_settings", "run_tokens", "train_config_of",
+           "train_run_config", "upgrade_run_config"]

@@ -1,7 +1,7 @@
 """The study store: one SQLite database (WAL journal) in the study folder, `study.sqlite`.
 
 Tables (schema version `SCHEMA_VERSION`, kept in `meta`; a store of an earlier version is upgraded
-in place when opened, with a backup, see `depthwidth.study.migrate`):
+in place when opened, with a backup, see `depthwidth.study.migrations`):
     meta     key/value: schema_version, name, created_at, spec (JSON), spec_text, spec_source
     runs     one row per run: run_id (sha256 of its canonical config), kind ('train' | 'bench'), group,
              shape label, lr, seed, lr_trials, config (JSON; hashing it gives run_id again), in_spec
@@ -32,6 +32,7 @@ from typing import Any
 
 
 from depthwidth.errors import UserError
+from depthwidth.study.migrations import SCHEMA_VERSION, migrate
 from depthwidth.study.records import (
     CURVE_KEYS,
     FINISHED,
@@ -46,7 +47,6 @@ from depthwidth.study.records import (
     run_record,
 )
 
-SCHEMA_VERSION = 2  # 2: training runs in run format 2 (TrainConfig's dict); 1 is upgraded on open
 STORE_FILE = "study.sqlite"
 TABLES = ("meta", "runs", "curves", "results", "attempts")
 
@@ -106,8 +106,9 @@ class Store:
     # ---- opening ---------------------------------------------------------------------------------
     @classmethod
     def open(cls, study_dir: str | os.PathLike) -> Store:
-        """Open an existing study (FileNotFoundError when the folder holds none; ValueError when its
-        schema version is not this one)."""
+        """Open an existing study, upgrading a store of an earlier schema version in place
+        (`depthwidth.study.migrations`). FileNotFoundError when the folder holds none; UserError (a
+        ValueError) when its schema version is newer than this code or it cannot be upgraded."""
         path = Path(study_dir) / STORE_FILE
         if not path.is_file():
             raise FileNotFoundError(f"{study_dir} holds no study ({STORE_FILE} not found)")
@@ -119,21 +120,13 @@ class Store:
         except BaseException:
             store.close()
             raise
-        version = store._meta("schema_version")
-        if version == "1":  # written by an earlier version: upgraded in place (see depthwidth.study.migrate)
-            from depthwidth.study.migrate import upgrade_v1
-
-            try:
-                upgrade_v1(store._conn, path)
-            except BaseException:
-                store.close()
-                raise
-            version = store._meta("schema_version")
-        if version != str(SCHEMA_VERSION):
-            store.close()
-            if version is None:
+        try:
+            if store._meta("schema_version") is None:
                 raise damaged(path, "it records no schema version (not a depthwidth study, or a damaged one)")
-            raise UserError(f"{path}: schema version {version}, this depthwidth reads version {SCHEMA_VERSION}")
+            migrate(store._conn, path)  # an earlier version's store is upgraded in place, with a backup
+        except BaseException:
+            store.close()
+            raise
         return store
 
     @classmethod
