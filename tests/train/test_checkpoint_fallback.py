@@ -7,7 +7,7 @@ import pytest
 
 from depthwidth.errors import UserError
 from depthwidth.train import train
-from depthwidth.artifact.checkpoint import CHECKPOINT, CHECKPOINT_PREV
+from depthwidth.artifact.folder import CHECKPOINT, CHECKPOINT_PREV
 
 
 class Stop(Exception):

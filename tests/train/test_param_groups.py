@@ -10,7 +10,8 @@ import torch
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes import Shape
 from depthwidth.train import TrainConfig, train
-from depthwidth.artifact.checkpoint import CHECKPOINT, load_checkpoint
+from depthwidth.artifact.checkpoint import load_checkpoint
+from depthwidth.artifact.folder import CHECKPOINT
 from depthwidth.artifact.model import run_multipliers
 from depthwidth.train.optim import make_optimizer, param_role
 

@@ -13,6 +13,7 @@ from depthwidth.model import Transformer
 from depthwidth.shapes.hardware import HARDWARE
 from depthwidth.train import TrainConfig, train
 from depthwidth.artifact import checkpoint as ckpt
+from depthwidth.artifact.folder import CHECKPOINT
 from depthwidth.train import loop as loop_mod
 from depthwidth.train import speed
 from depthwidth.artifact.config import identity_dict
@@ -71,7 +72,7 @@ def test_checkpoints_load_onto_the_cpu_and_optimizer_state_follows_the_parameter
     seen = []
     real_load = torch.load
     monkeypatch.setattr(torch, "load", lambda *a, **k: seen.append(k.get("map_location")) or real_load(*a, **k))
-    payload = ckpt.load_checkpoint(tmp_path / "run" / ckpt.CHECKPOINT, device=torch.device("cuda", 3))
+    payload = ckpt.load_checkpoint(tmp_path / "run" / CHECKPOINT, device=torch.device("cuda", 3))
     assert seen == ["cpu"]  # whatever device the run is on
     tensors = [*payload["model"].values(), *payload["rng"].values()]
     tensors += [v for s in payload["optimizer"]["state"].values() for v in s.values() if torch.is_tensor(v)]

@@ -21,15 +21,10 @@ from typing import Any
 import torch
 
 from depthwidth.errors import UserError
-from depthwidth.artifact.folder import CHECKPOINT, CHECKPOINT_PREV, ERROR, RESULT, RUN
-from depthwidth.files import atomic_write, loads, read_json_object, write_json, write_text
+from depthwidth.artifact.folder import CHECKPOINT_PREV
+from depthwidth.files import atomic_write, loads
 
 CHECKPOINT_FORMAT = 1
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """A run folder's JSON object (run.json, result.json); a UserError naming the file when it is not one."""
-    return read_json_object(path, what="run folder JSON")
 
 
 def rng_state(device: torch.device) -> dict[str, torch.Tensor]:

@@ -17,6 +17,9 @@ Every file is written with `depthwidth.files.atomic_write` (temporary file, fsyn
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from depthwidth.files import read_json_object
 
 RUN = "run.json"
 CHECKPOINT = "checkpoint.pt"
@@ -24,6 +27,11 @@ CHECKPOINT_PREV = "checkpoint.prev.pt"
 DCP_DIR = "dcp"
 RESULT = "result.json"
 ERROR = "error.json"
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A run folder's JSON object (run.json, result.json); a UserError naming the file when it is not one."""
+    return read_json_object(path, what="run folder JSON")
 
 
 def checkpoint_file(path: Path) -> Path:
@@ -52,4 +60,4 @@ def is_finished(path: Path) -> bool:
 
 
 __all__ = ["CHECKPOINT", "CHECKPOINT_PREV", "DCP_DIR", "ERROR", "RESULT", "RUN", "checkpoint_file", "is_finished",
-           "run_folder"]
+           "read_json", "run_folder"]

@@ -105,6 +105,11 @@ def _kinds(annotation: str) -> tuple[str, ...]:
     return tuple(part.strip().split("[")[0] for part in annotation.split("|"))
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _typed(cls, data: Any, *, source: str):
     if not isinstance(data, dict):
         raise UserError(f"{source}: {type(data).__name__}, expected a JSON object")
@@ -118,7 +123,7 @@ def _typed(cls, data: Any, *, source: str):
         if value is None and "None" in kinds:
             continue
         if not any(_CHECKS[k](value) for k in kinds if k in _CHECKS):
-            raise UserError(f"{source}: {name}={str(value)[:40]!r} is {type(value).__name__}, expected "
+            raise UserError(f"{source}: {name}={_short(value)} is {type(value).__name__}, expected "
                             f"{' or '.join(kinds)}")
     try:
         return cls(**data)

@@ -37,7 +37,7 @@ from depthwidth.study.records import CURVE_KEYS, FINISHED, RESULT_KEYS
 from depthwidth.study.run_config import config_hash, train_run_config
 from depthwidth.study.runner import SPEC_FILE, StudyLock, prepare
 from depthwidth.study.store import STORE_FILE, Store
-from depthwidth.artifact.checkpoint import RESULT, RUN, read_json
+from depthwidth.artifact.folder import RESULT, RUN, read_json
 from depthwidth.artifact.config import TrainConfig
 
 DAMAGED_SUFFIX = ".damaged"

@@ -17,6 +17,7 @@ from depthwidth import __version__
 from depthwidth.data.dataset import Dataset
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact import checkpoint as ckpt
+from depthwidth.artifact.folder import CHECKPOINT, CHECKPOINT_PREV, ERROR, RESULT, RUN, read_json
 from depthwidth.files import write_json
 from depthwidth.artifact.config import NON_NUMERIC_FIELDS, TrainConfig
 from depthwidth.train.dist_checkpoint import RESHARDABLE
@@ -41,13 +42,13 @@ def _check_same(run_dir: Path, *, what: str, shape: Shape, config: TrainConfig, 
 def stored_result(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: Dataset,
                   resume: bool) -> TrainResult | None:
     """The finished result stored in `run_dir`, returned when resuming; None when there is none."""
-    path = run_dir / ckpt.RESULT
+    path = run_dir / RESULT
     if not path.is_file():
         return None
     if not resume:
-        raise UserError(f"{run_dir} already holds a finished run ({ckpt.RESULT}); "
+        raise UserError(f"{run_dir} already holds a finished run ({RESULT}); "
                          "resume it to read its result, or choose another folder")
-    data = ckpt.read_json(path)
+    data = read_json(path)
     _check_same(run_dir, what="the result", shape=shape, config=config, stored_shape=data.get("shape", {}),
                 stored_config=data.get("config", {}))
     if data.get("dataset_hash") != dataset.dataset_hash:
@@ -68,7 +69,7 @@ def check_resumable(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset
     starts again from step 0. Each resume adds a note saying where it continued and, when it fell back,
     why (the notes travel in the checkpoint and end in the result's `resumes`). A readable checkpoint
     of a different run is refused, never replaced."""
-    started = (run_dir / ckpt.CHECKPOINT).is_file() or (run_dir / ckpt.RUN).is_file()
+    started = (run_dir / CHECKPOINT).is_file() or (run_dir / RUN).is_file()
     if started and not resume:
         raise UserError(f"{run_dir} already holds a started run; resume it (--resume) or choose another folder")
     if run_dir.exists() and not run_dir.is_dir():
@@ -76,7 +77,7 @@ def check_resumable(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset
     if not resume:
         return None, []
     unreadable: list[str] = []
-    for name in (ckpt.CHECKPOINT, ckpt.CHECKPOINT_PREV):
+    for name in (CHECKPOINT, CHECKPOINT_PREV):
         if not (run_dir / name).is_file():
             continue
         payload, why = _readable(run_dir / name, device=device)
@@ -111,7 +112,7 @@ def _readable(path: Path, *, device: torch.device) -> tuple[dict | None, str]:
 def prepare_run_dir(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset: Dataset) -> None:
     """Create the folder and describe the run in run.json; a stale error.json is removed."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir / ckpt.RUN, {
+    write_json(run_dir / RUN, {
         "depthwidth": __version__,
         "torch": torch.__version__,
         "shape": shape.to_dict(),
@@ -119,6 +120,6 @@ def prepare_run_dir(run_dir: Path, *, shape: Shape, config: TrainConfig, dataset
         "config_hash": config.config_hash(),
         "dataset": dataset.to_dict(),
     })
-    error = run_dir / ckpt.ERROR
+    error = run_dir / ERROR
     if error.exists():
         error.unlink()
