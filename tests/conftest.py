@@ -6,6 +6,15 @@ import torch
 
 torch.set_num_threads(1)
 
+#: per-test limit of a `slow` test without its own @pytest.mark.timeout (the default test's is pyproject's)
+SLOW_TEST_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
