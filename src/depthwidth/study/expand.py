@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from depthwidth.artifact.config import stored_value
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.lr_search import GroupMode, group_mode
@@ -135,7 +136,7 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
 
 
 def _mode(spec: StudySpec, group: Group) -> GroupMode:
-    parametrization = group.overrides.get("parametrization", spec.train.get("parametrization") or "sp")
+    parametrization = group.overrides.get("parametrization", stored_value(spec.train, "parametrization"))
     shapes = {s.label(): count_params(s).total for s in group.shapes}
     mode = group_mode(spec.lr, seeds=spec.seeds, parametrization=parametrization, shapes=shapes)
     if mode.kind == "transfer" and mode.proxy is None:

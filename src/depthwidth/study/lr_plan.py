@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from depthwidth.artifact.config import stored_value
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.expand import Expansion, Group, Run, train_run
@@ -106,7 +107,7 @@ def stored_modes(spec, runs) -> dict[str, GroupMode]:
         shapes = params.setdefault(r.group, {})
         if r.shape_label not in shapes:
             shapes[r.shape_label] = count_params(Shape.from_dict(r.config["shape"])).total
-        parametrization.setdefault(r.group, (r.config.get("train") or {}).get("parametrization") or "sp")
+        parametrization.setdefault(r.group, stored_value(r.config.get("train") or {}, "parametrization"))
     return {g: group_mode(spec.lr, seeds=spec.seeds, parametrization=parametrization[g], shapes=shapes)
             for g, shapes in params.items()}
 
