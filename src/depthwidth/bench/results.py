@@ -1,15 +1,19 @@
 """Typed results of a serving benchmark (`depthwidth.bench.serving.bench`): one dataclass per concept.
 
 Every measured latency carries the roofline prediction for the measured hardware profile of the
-machine and the ratio measured / predicted (> 1: slower than predicted).
+machine and the ratio measured / predicted (> 1: slower than predicted). Each result's dict form
+(`to_dict`, what `bench --json` prints and a study stores) is the generic one of `depthwidth.serial`:
+the fields in order, the measured `timing` under "seconds", derived values (ratios, throughputs) right
+after the fields they follow from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from depthwidth.bench.timing import Timing
+from depthwidth.serial import Serializable, hook
 
 LATENCY_KINDS = ("prefill", "decode")
 
@@ -19,7 +23,7 @@ def _ratio(measured: float, predicted: float) -> float | None:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class LatencyPoint:
+class LatencyPoint(Serializable):
     """Batch-`batch` latency of one step: a prefill of `tokens` prompt tokens (time to first token)
     or one decode step with `tokens` tokens already in the KV cache."""
 
@@ -27,8 +31,8 @@ class LatencyPoint:
     kind: str  # "prefill" | "decode"
     batch: int
     tokens: int
-    timing: Timing  # seconds
-    predicted_s: float
+    timing: Timing = field(metadata=hook(key="seconds"))  # seconds
+    predicted_s: float = field(metadata=hook(followed_by=("ratio",)))
 
     def __post_init__(self) -> None:
         if self.kind not in LATENCY_KINDS:
@@ -38,20 +42,10 @@ class LatencyPoint:
     def ratio(self) -> float | None:
         return _ratio(self.timing.median, self.predicted_s)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "kind": self.kind,
-            "batch": self.batch,
-            "tokens": self.tokens,
-            "seconds": self.timing.to_dict(),
-            "predicted_s": self.predicted_s,
-            "ratio": self.ratio,
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ThroughputPoint:
+class ThroughputPoint(Serializable):
     """Generation of `new_tokens` tokens for `batch` sequences after a `prompt_len` prompt
     (prefill included); throughput = batch * new_tokens / median seconds."""
 
@@ -59,8 +53,8 @@ class ThroughputPoint:
     batch: int
     prompt_len: int
     new_tokens: int
-    timing: Timing  # seconds per whole generation
-    predicted_s: float
+    timing: Timing = field(metadata=hook(key="seconds", followed_by=("tokens_per_s",)))  # per whole generation
+    predicted_s: float = field(metadata=hook(followed_by=("predicted_tokens_per_s", "ratio")))
 
     @property
     def tokens_per_s(self) -> float:
@@ -75,22 +69,10 @@ class ThroughputPoint:
         """Measured / predicted time (the inverse of the throughput ratio)."""
         return _ratio(self.timing.median, self.predicted_s)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "batch": self.batch,
-            "prompt_len": self.prompt_len,
-            "new_tokens": self.new_tokens,
-            "seconds": self.timing.to_dict(),
-            "tokens_per_s": self.tokens_per_s,
-            "predicted_s": self.predicted_s,
-            "predicted_tokens_per_s": self.predicted_tokens_per_s,
-            "ratio": self.ratio,
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class KVCacheCheck:
+class KVCacheCheck(Serializable):
     """KV-cache bytes summed over the cache tensors' cached tokens against the analytic value
     2 * L * n_kv_heads * head_dim * bytes * tokens * batch (`shapes.memory`)."""
 
@@ -99,26 +81,16 @@ class KVCacheCheck:
     batch: int
     tokens: int
     measured_bytes: int
-    analytic_bytes: int
+    analytic_bytes: int = field(metadata=hook(followed_by=("equal",)))
 
     @property
     def equal(self) -> bool:
         return self.measured_bytes == self.analytic_bytes
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "dtype": self.dtype,
-            "batch": self.batch,
-            "tokens": self.tokens,
-            "measured_bytes": self.measured_bytes,
-            "analytic_bytes": self.analytic_bytes,
-            "equal": self.equal,
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class QuantizationReport:
+class QuantizationReport(Serializable):
     """What int8 dynamic quantization changed: how many Linear layers, the validation loss before
     and after (trained checkpoints only), and the lint's group-size findings for the shape."""
 
@@ -126,9 +98,9 @@ class QuantizationReport:
     weight_bytes_before: int
     weight_bytes_after: int
     val_loss_before: float | None
-    val_loss_after: float | None
-    lint_findings: tuple[str, ...]
+    val_loss_after: float | None = field(metadata=hook(followed_by=("val_loss_change",)))
     group_size: int
+    lint_findings: tuple[str, ...]
 
     @property
     def val_loss_change(self) -> float | None:
@@ -136,21 +108,10 @@ class QuantizationReport:
             return None
         return self.val_loss_after - self.val_loss_before
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "quantized_linears": self.quantized_linears,
-            "weight_bytes_before": self.weight_bytes_before,
-            "weight_bytes_after": self.weight_bytes_after,
-            "val_loss_before": self.val_loss_before,
-            "val_loss_after": self.val_loss_after,
-            "val_loss_change": self.val_loss_change,
-            "group_size": self.group_size,
-            "lint_findings": list(self.lint_findings),
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class BenchResult:
+class BenchResult(Serializable):
     """Everything one `bench` run measured, with the conditions it ran under."""
 
     target: str  # shape label, or the checkpoint path
@@ -164,19 +125,6 @@ class BenchResult:
     kv_cache: tuple[KVCacheCheck, ...]
     quantization: QuantizationReport | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "checkpoint": self.checkpoint,
-            "shape": self.shape,
-            "config": self.config,
-            "environment": self.environment,
-            "hardware": self.hardware,
-            "latency": [p.to_dict() for p in self.latency],
-            "throughput": [p.to_dict() for p in self.throughput],
-            "kv_cache": [c.to_dict() for c in self.kv_cache],
-            "quantization": None if self.quantization is None else self.quantization.to_dict(),
-        }
 
 
 __all__ = ["BenchResult", "KVCacheCheck", "LatencyPoint", "QuantizationReport", "ThroughputPoint"]

@@ -12,9 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from depthwidth.serial import Serializable
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Timing:
+class Timing(Serializable):
     """Seconds of `n` timed repetitions of one call."""
 
     median: float
@@ -49,9 +51,6 @@ class Timing:
         return cls(
             median=statistics.median(ordered), q1=q1, q3=q3, min=ordered[0], max=ordered[-1], n=len(ordered)
         )
-
-    def to_dict(self) -> dict[str, float | int]:
-        return {"median": self.median, "q1": self.q1, "q3": self.q3, "min": self.min, "max": self.max, "n": self.n}
 
 
 def time_call(

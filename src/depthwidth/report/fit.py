@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable
 
 HUBER_DELTA = 1e-3
 #: alpha, beta kept in this range; (e, a, b) in [-LOG_BOUND, LOG_BOUND].
@@ -31,7 +32,7 @@ MIN_DISTINCT_N = 3
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Interval:
+class Interval(Serializable):
     """A point estimate with a percentile interval (lo, hi) at `level`."""
 
     value: float
@@ -48,9 +49,6 @@ class Interval:
 
     def overlaps(self, other: "Interval") -> bool:
         return self.lo <= other.hi and other.lo <= self.hi
-
-    def to_dict(self) -> dict[str, float]:
-        return {"value": self.value, "lo": self.lo, "hi": self.hi, "level": self.level}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

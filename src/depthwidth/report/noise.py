@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable
 from depthwidth.study.summary import ShapeResult
 
 NOISE_METHODS = ("seeds", "eval-curve", "none")
@@ -34,7 +35,7 @@ Z = 2.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class NoiseEstimate:
+class NoiseEstimate(Serializable):
     method: str  # "seeds" | "eval-curve" | "none"
     sigma: float | None  # standard deviation of one run's final loss
     dof: int  # degrees of freedom behind sigma
@@ -53,9 +54,6 @@ class NoiseEstimate:
         if self.method == "seeds":
             return z * self.sigma * math.sqrt(1 / max(a.n_seeds, 1) + 1 / max(b.n_seeds, 1))
         return z * self.sigma * math.sqrt(2)
-
-    def to_dict(self) -> dict:
-        return {"method": self.method, "sigma": self.sigma, "dof": self.dof, "description": self.description}
 
 
 def curve_tail_noise(tokens: Sequence[float], losses: Sequence[float], *, tail: int = TAIL) -> tuple[float, int] | None:

@@ -23,11 +23,12 @@ from depthwidth.errors import UserError
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.present.units import nbytes, number, percent
 from depthwidth.report.targets import TargetEstimate, estimate_target, hardware_label
+from depthwidth.serial import Serializable
 from depthwidth.study.summary import ShapeResult
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Constraints:
+class Constraints(Serializable):
     hardware: str
     max_decode_ms: float | None = None
     max_memory_gb: float | None = None
@@ -44,10 +45,6 @@ class Constraints:
         if self.context is not None and (isinstance(self.context, bool) or not isinstance(self.context, int)
                                          or self.context < 1):
             raise UserError(f"context={self.context!r} must be a positive integer")
-
-    def to_dict(self) -> dict:
-        return {"hardware": self.hardware, "max_decode_ms": self.max_decode_ms, "max_memory_gb": self.max_memory_gb,
-                "memory": self.memory, "context": self.context, "dtype": self.dtype, "group": self.group}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -4,6 +4,7 @@
 A per-shape result is the study's own `depthwidth.study.summary.ShapeResult` (the one type every table
 renders); `report.data.load_study` is the one place that fills these records from a study store, so
 tables, plots, fits and the recommendation can be tested on synthetic rows without training anything.
+Their dict forms (the report's JSON export) are the generic ones of `depthwidth.serial`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable, hook
 from depthwidth.study.store import STATUSES
 from depthwidth.study.summary import ShapeResult
 
@@ -19,7 +21,7 @@ RUN_STATUSES = STATUSES  # a stored run's status
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RunSummary:
+class RunSummary(Serializable):
     """One stored run as the report lists it."""
 
     run_id: str
@@ -37,14 +39,9 @@ class RunSummary:
         if self.status not in RUN_STATUSES:
             raise UserError(f"status={self.status!r} is not allowed; expected one of {', '.join(RUN_STATUSES)}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "kind": self.kind, "group": self.group, "label": self.label, "lr": self.lr,
-                "seed": self.seed, "status": self.status, "error": self.error, "val_loss": self.val_loss,
-                "diverged_at_step": self.diverged_at_step}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Protocol:
+class Protocol(Serializable):
     """What every run of the study shared (or, listed in `warnings`, did not)."""
 
     corpus: str
@@ -76,29 +73,22 @@ class Protocol:
             return next(iter(values), "-")
         return "; ".join(f"{g}: {d}" for g, d in self.lr_search.items())
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"corpus": self.corpus, "corpus_hashes": list(self.corpus_hashes), "tokenizer": self.tokenizer,
-                "seq_len": self.seq_len, "batch_size": self.batch_size, "tokens_by_group": dict(self.tokens_by_group),
-                "lr_grid": self.lr_grid, "lr_trials": list(self.lr_trials), "seeds": list(self.seeds),
-                "batch_stream_hashes": list(self.batch_stream_hashes), "hardware": self.hardware, "fair": self.fair,
-                "warnings": list(self.warnings), "parametrizations": dict(self.parametrizations),
-                "lr_search": dict(self.lr_search)}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class StudyData:
+class StudyData(Serializable):
     """Everything a report shows about one study."""
 
     name: str
     description: str
     folder: str
     spec: dict[str, Any]
-    spec_text: str
+    spec_text: str = field(metadata=hook(skip=True))  # the spec file's text (the dict form has `spec`)
     protocol: Protocol
     results: tuple[ShapeResult, ...]
     runs: tuple[RunSummary, ...]
     notes: tuple[str, ...] = field(default=())  # protocol warnings of the study summary
-    bench_hardware: dict[str, Any] | None = None  # the HardwareSpec (as a dict) the benches predicted with
+    #: the HardwareSpec (as a dict) the benches predicted with
+    bench_hardware: dict[str, Any] | None = field(default=None, metadata=hook(skip=True))
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -112,11 +102,6 @@ class StudyData:
     def problem_runs(self) -> tuple[RunSummary, ...]:
         """Runs that did not complete: failed, diverged, or not (yet) run."""
         return tuple(r for r in self.runs if r.status != "completed")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "folder": self.folder, "spec": self.spec,
-                "protocol": self.protocol.to_dict(), "results": [r.to_dict() for r in self.results],
-                "runs": [r.to_dict() for r in self.runs], "notes": list(self.notes)}
 
 
 __all__ = ["Protocol", "RunSummary", "StudyData", "RUN_STATUSES"]

@@ -22,6 +22,7 @@ from typing import Sequence
 from depthwidth.errors import UserError
 from depthwidth.present.units import count
 from depthwidth.report.fit import MIN_DISTINCT_N, Interval, PowerLawFit, fit_power_law
+from depthwidth.serial import Serializable
 
 #: N values closer than this factor are one scale
 SCALE_RATIO = 1.25
@@ -45,7 +46,7 @@ class TrendPoint:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class FamilyTrend:
+class FamilyTrend(Serializable):
     """The fit of one aspect-ratio family (fit None with the reason when it could not be fitted)."""
 
     family: str
@@ -57,21 +58,9 @@ class FamilyTrend:
     joint_fit: PowerLawFit | None
     skipped: str | None
 
-    def to_dict(self) -> dict:
-        return {
-            "family": self.family,
-            "aspect_ratio": self.aspect_ratio,
-            "labels": list(self.labels),
-            "n_points": self.n_points,
-            "distinct_n": self.distinct_n,
-            "fit": None if self.fit is None else self.fit.to_dict(),
-            "joint_fit": None if self.joint_fit is None else self.joint_fit.to_dict(),
-            "skipped": self.skipped,
-        }
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ExtrapolationPoint:
+class ExtrapolationPoint(Serializable):
     """The predicted loss of one family at a parameter count beyond (or inside) the data."""
 
     family: str
@@ -79,26 +68,14 @@ class ExtrapolationPoint:
     factor: float  # n / largest measured N of that family
     loss: Interval
 
-    def to_dict(self) -> dict:
-        return {"family": self.family, "n": self.n, "factor": self.factor, "loss": self.loss.to_dict()}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TrendReport:
+class TrendReport(Serializable):
     families: tuple[FamilyTrend, ...]
     best_family: str | None  # lowest predicted loss at the first extrapolation target
     extrapolation: tuple[ExtrapolationPoint, ...]  # every fitted family at every target
     supported: bool  # False when a warning says the data cannot support the extrapolation
     warnings: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        return {
-            "families": [f.to_dict() for f in self.families],
-            "best_family": self.best_family,
-            "extrapolation": [p.to_dict() for p in self.extrapolation],
-            "supported": self.supported,
-            "warnings": list(self.warnings),
-        }
 
 
 def family_of(aspect_ratio: float, *, bins_per_octave: int = 1) -> str:

@@ -53,6 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.ops import FINAL_NORM, NORM1, NORM2, attn_kernel
 from depthwidth.shapes.shape import Shape
@@ -150,16 +151,13 @@ class ActivationSetup:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ActivationTerm:
+class ActivationTerm(Serializable):
     """One tensor kept for backward: bytes for one micro-batch on one device."""
 
     name: str  # e.g. "attn.softmax_out"
     bytes: int
     saved_by: str  # the op that keeps it
     selective: bool = False  # dropped (and recomputed) by selective recomputation
-
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "bytes": self.bytes, "saved_by": self.saved_by, "selective": self.selective}
 
 
 def _norm(shape: Shape, setup: ActivationSetup, name: str, *, input_shared: bool) -> list[tuple[str, int, str]]:

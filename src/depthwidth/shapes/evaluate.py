@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable
 from depthwidth.shapes.checks import check_int
 from depthwidth.shapes.families import Family, plan_family
 from depthwidth.shapes.lint import tp_problem
@@ -45,7 +46,7 @@ QUANTITIES = (
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Workload:
+class Workload(Serializable):
     """What the numbers are for. seq_len: training sequence and prefill prompt length (decode context
     too); batch: sequences per device for training memory and the KV cache, and the decode batch of
     the throughput column; dtype: inference compute dtype of the roofline; tp, pp: parallel degrees;
@@ -68,12 +69,6 @@ class Workload:
     def __post_init__(self) -> None:
         for name in ("seq_len", "batch", "tp", "pp", "virtual_stages"):
             check_int(name, getattr(self, name))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"seq_len": self.seq_len, "batch": self.batch, "dtype": self.dtype, "tp": self.tp, "pp": self.pp,
-                "virtual_stages": self.virtual_stages, "microbatches": self.microbatches,
-                "train_precision": self.train_precision, "attn_impl": self.attn_impl, "convention": self.convention,
-                "residual_dtype": self.residual_dtype, "grad_dtype": self.grad_dtype}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,11 +1,12 @@
 """The results of `depthwidth.shapes.families.plan_family`: a `Family` of `FamilyMember`s and the
-`DroppedShape`s it left out, with the reasons. Pure standard library."""
+`DroppedShape`s it left out, with the reasons. Standard library only; the dict forms are `depthwidth.serial`'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from depthwidth.serial import Serializable, hook
 from depthwidth.shapes.shape import Shape
 
 
@@ -34,7 +35,7 @@ class FamilyMember:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class DroppedShape:
+class DroppedShape(Serializable):
     """A candidate left out of the family, and why."""
 
     n_layers: int | None
@@ -42,42 +43,33 @@ class DroppedShape:
     error: float | None
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"n_layers": self.n_layers, "d_model": self.d_model, "error": self.error, "reason": self.reason}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Family:
+class Family(Serializable):
+    """The members of one budget, with how they were searched. In the dict form the budget's settings
+    come first (the depth span after seq_len), then the members, the dropped shapes and the notes;
+    `base` is left out (each member carries its whole shape)."""
+
     kind: str  # "iso-params" | "iso-compute"
     target: float
     target_name: str  # "params" | "non_embedding_params" | "train_flops"
     tolerance: float
     align: int
     head_dim: int
-    seq_len: int
-    members: tuple[FamilyMember, ...]
-    dropped: tuple[DroppedShape, ...] = ()
-    notes: tuple[str, ...] = ()
+    seq_len: int = field(metadata=hook(followed_by=("depth_span",)))
     reference_params: float | None = None  # iso-compute: N with C = 6 N D alone
-    base: Shape | None = field(default=None)
+    base: Shape | None = field(default=None, metadata=hook(skip=True))
     non_embedding: bool = False
     tokens: float | None = None  # iso-compute with a fixed token count
     tokens_per_param: float | None = None  # iso-compute with a tokens-per-parameter ratio
+    members: tuple[FamilyMember, ...]
+    dropped: tuple[DroppedShape, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def depth_span(self) -> float:
         depths = [m.shape.n_layers for m in self.members]
         return max(depths) / min(depths) if depths else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind, "target": self.target, "target_name": self.target_name,
-            "tolerance": self.tolerance, "align": self.align, "head_dim": self.head_dim, "seq_len": self.seq_len,
-            "depth_span": self.depth_span, "reference_params": self.reference_params,
-            "non_embedding": self.non_embedding, "tokens": self.tokens, "tokens_per_param": self.tokens_per_param,
-            "members": [m.to_dict() for m in self.members], "dropped": [d.to_dict() for d in self.dropped],
-            "notes": list(self.notes),
-        }
 
 
 def human(value: float) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from depthwidth import serial
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice
 from depthwidth.shapes.activations import DTYPE_BYTES as _STORAGE_BYTES
@@ -58,7 +59,7 @@ def _check_nonneg(name: str, value: Any) -> None:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class HardwareSpec:
+class HardwareSpec(serial.Serializable):
     """One device (GPU, or a CPU socket as the process sees it).
 
     Fields:
@@ -145,36 +146,11 @@ class HardwareSpec:
         """Arithmetic intensity (FLOP/byte) above which a kernel is compute-bound (Williams et al. 2009)."""
         return self.achievable_flops(dtype) / self.achievable_bandwidth
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "label": self.label,
-            "kind": self.kind,
-            "peak_flops": dict(self.peak_flops),
-            "mem_bandwidth": self.mem_bandwidth,
-            "mem_capacity": self.mem_capacity,
-            "link_bandwidth": self.link_bandwidth,
-            "link_latency_s": self.link_latency_s,
-            "flops_efficiency": self.flops_efficiency,
-            "bandwidth_efficiency": self.bandwidth_efficiency,
-            "link_efficiency": self.link_efficiency,
-            "train_mfu": self.train_mfu,
-            "op_overhead_s": self.op_overhead_s,
-            "source": self.source,
-            "op_curves": {k: [list(p) for p in v] for k, v in self.op_curves.items()},
-            "dispatch_overhead_s": self.dispatch_overhead_s,
-        }
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HardwareSpec:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(f"unknown hardware field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        try:
-            return cls(**data)
-        except TypeError as exc:
-            raise UserError(f"incomplete hardware spec: {exc}") from None
+        """The spec of `data` (a `to_dict()`, the generic dict form of depthwidth.serial); UserError naming
+        unknown or missing fields."""
+        return serial.from_dict(cls, data, what="hardware")
 
 
 # Efficiencies measured publicly on Hopper: an 8192^3 bf16 matmul through PyTorch runs at 770-800

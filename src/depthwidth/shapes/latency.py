@@ -31,11 +31,12 @@ not shorten one request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Mapping
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable, hook
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.comm import (
     inference_comm,
@@ -92,7 +93,7 @@ def tp_split(name: str) -> tuple[bool, bool, bool]:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class LatencyBreakdown:
+class LatencyBreakdown(Serializable):
     """Predicted seconds of one call, by op and by what bounds it.
 
     Fields:
@@ -107,6 +108,7 @@ class LatencyBreakdown:
         flops, bytes: per device per call.
         execution: "eager" | "compiled" | "graph", the execution the fixed costs assume
             (`depthwidth.shapes.small_ops.EXECUTIONS`).
+    The dict form has the derived times and shares right after the fields they follow from.
     """
 
     kind: str
@@ -114,16 +116,16 @@ class LatencyBreakdown:
     dtype: str
     batch: int
     tokens: int
-    total_s: float
-    by_op: Mapping[str, float]
+    total_s: float = field(metadata=hook(followed_by=("total_ms", "tokens_per_s")))
     compute_bound_s: float
-    memory_bound_s: float
+    memory_bound_s: float = field(metadata=hook(followed_by=("compute_bound_share", "memory_bound_share")))
     overhead_s: float
     comm_s: float
     bubble_s: float
     flops: float
     bytes: float
     execution: str = "eager"
+    by_op: Mapping[str, float]
 
     def __post_init__(self) -> None:
         check_choice("kind", self.kind, KINDS)
@@ -146,31 +148,12 @@ class LatencyBreakdown:
         return self.memory_bound_s / roof if roof else 0.0
 
     @property
+    def total_ms(self) -> float:
+        return self.total_s * 1e3
+
+    @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.total_s if self.total_s else float("inf")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "hardware": self.hardware,
-            "dtype": self.dtype,
-            "batch": self.batch,
-            "tokens": self.tokens,
-            "total_s": self.total_s,
-            "total_ms": self.total_s * 1e3,
-            "tokens_per_s": self.tokens_per_s,
-            "compute_bound_s": self.compute_bound_s,
-            "memory_bound_s": self.memory_bound_s,
-            "compute_bound_share": self.compute_bound_share,
-            "memory_bound_share": self.memory_bound_share,
-            "overhead_s": self.overhead_s,
-            "comm_s": self.comm_s,
-            "bubble_s": self.bubble_s,
-            "flops": self.flops,
-            "bytes": self.bytes,
-            "execution": self.execution,
-            "by_op": dict(self.by_op),
-        }
 
 
 def _hw(hardware: HardwareSpec | str) -> HardwareSpec:

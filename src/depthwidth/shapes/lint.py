@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthwidth.serial import Serializable
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.hardware import HardwareSpec, get_hardware
 from depthwidth.shapes.params import count_params
@@ -29,7 +30,7 @@ SEVERITIES = ("warning", "error")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Finding:
+class Finding(Serializable):
     """One problem: `code` (DW001...), the `field` it concerns, what is wrong and the fix."""
 
     code: str
@@ -43,10 +44,6 @@ class Finding:
 
     def __str__(self) -> str:
         return f"{self.code} {self.message}: {self.fix}"
-
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "field": self.field, "severity": self.severity, "message": self.message,
-                "fix": self.fix}
 
 
 def _round_up(x: int, m: int) -> int:

@@ -41,6 +41,7 @@ import math
 from dataclasses import dataclass
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable
 
 PARAMETRIZATIONS = ("sp", "mup", "completep", "depth-mup")
 
@@ -52,7 +53,7 @@ ROLES = ("embedding", "hidden", "hidden_vector", "final_norm", "head")
 
 
 @dataclass(frozen=True, slots=True)
-class Multipliers:
+class Multipliers(Serializable):
     """Every factor of one (parametrization, width, depth). LR, weight-decay and eps factors multiply the
     run's `lr`, `weight_decay` and `eps`; init stds are absolute (they include the base `init_std`)."""
 
@@ -73,9 +74,6 @@ class Multipliers:
     @property
     def is_sp(self) -> bool:
         return self.parametrization == "sp"
-
-    def to_dict(self) -> dict:
-        return {f: getattr(self, f) for f in self.__slots__}
 
 
 def multipliers(parametrization: str, *, d_model: int, n_layers: int, head_dim: int,

@@ -39,10 +39,11 @@ receive buffers in flight, and schedules other than these two (GPipe keeps all m
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable, hook
 from depthwidth.shapes.checks import check_int
 from depthwidth.shapes.comm import pipeline_p2p_bytes
 from depthwidth.shapes.params import count_params, norm_params
@@ -56,13 +57,13 @@ def ceil_div(n: int, t: int) -> int:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class PipelineSetup:
+class PipelineSetup(Serializable):
     """pp stages, virtual_stages model chunks per stage (1: 1F1B, >1: interleaved 1F1B), microbatches per
     optimizer step (default pp: the fewest that fill a 1F1B pipeline)."""
 
     pp: int = 1
     virtual_stages: int = 1
-    microbatches: int | None = None
+    microbatches: int | None = field(default=None, metadata=hook(followed_by=("schedule",)))
 
     def __post_init__(self) -> None:
         check_int("pp", self.pp)
@@ -90,10 +91,6 @@ class PipelineSetup:
         if self.virtual_stages > 1 and shape.n_layers % chunks:
             raise UserError(f"virtual_stages={self.virtual_stages}: n_layers={shape.n_layers} is not a multiple of "
                             f"pp x virtual_stages = {chunks} (interleaving gives every model chunk as many layers)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pp": self.pp, "virtual_stages": self.virtual_stages, "microbatches": self.microbatches,
-                "schedule": self.schedule}
 
 
 def stage_layers(n_layers: int, setup: PipelineSetup) -> tuple[int, ...]:
@@ -154,7 +151,7 @@ def stage_params(shape: Shape, setup: PipelineSetup, *, tp: int = 1) -> tuple[in
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class StageMemory:
+class StageMemory(Serializable):
     """One pipeline stage on one device (bytes unless stated)."""
 
     stage: int
@@ -162,13 +159,16 @@ class StageMemory:
     params: int  # parameters the device holds
     params_bytes: int
     grads_bytes: int
-    optimizer_bytes: int
+    optimizer_bytes: int = field(metadata=hook(followed_by=("model_states_bytes",)))
     in_flight: tuple[int, ...]  # micro-batches kept, per model chunk
     layers_kept: int  # sum over chunks of micro-batches in flight x layers of the chunk
     layer_activation_bytes: int  # layers_kept x one block's kept bytes
-    outside_activation_bytes: int  # embedding (first stage), final norm, head and loss (last stage)
-    recompute_bytes: int  # one block's recomputed working set during its backward
-    logits_bytes: int  # the logits of the micro-batch in its loss (last stage)
+    #: embedding (first stage), final norm, head and loss (last stage)
+    outside_activation_bytes: int = field(metadata=hook(followed_by=("kept_activation_bytes",)))
+    #: one block's recomputed working set during its backward
+    recompute_bytes: int = field(metadata=hook(followed_by=("activation_bytes",)))
+    #: the logits of the micro-batch in its loss (last stage)
+    logits_bytes: int = field(metadata=hook(followed_by=("total_bytes",)))
 
     @property
     def model_states_bytes(self) -> int:
@@ -186,18 +186,6 @@ class StageMemory:
     @property
     def total_bytes(self) -> int:
         return self.model_states_bytes + self.activation_bytes + self.logits_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage, "layers": self.layers, "params": self.params, "params_bytes": self.params_bytes,
-            "grads_bytes": self.grads_bytes, "optimizer_bytes": self.optimizer_bytes,
-            "model_states_bytes": self.model_states_bytes, "in_flight": list(self.in_flight),
-            "layers_kept": self.layers_kept, "layer_activation_bytes": self.layer_activation_bytes,
-            "outside_activation_bytes": self.outside_activation_bytes,
-            "kept_activation_bytes": self.kept_activation_bytes, "recompute_bytes": self.recompute_bytes,
-            "activation_bytes": self.activation_bytes, "logits_bytes": self.logits_bytes,
-            "total_bytes": self.total_bytes,
-        }
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

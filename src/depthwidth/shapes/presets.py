@@ -19,13 +19,14 @@ import re
 from dataclasses import dataclass
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable
 from depthwidth.shapes.shape import Shape
 
 _NAME = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Preset:
+class Preset(Serializable):
     """A named `Shape` with its source.
 
     Fields:
@@ -55,15 +56,6 @@ class Preset:
             or self.published_params <= 0
         ):
             raise UserError(f"published_params={self.published_params!r} must be a positive integer or None")
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "shape": self.shape.to_dict(),
-            "source": self.source,
-            "notes": self.notes,
-            "published_params": self.published_params,
-        }
 
 
 # ---- shape families ------------------------------------------------------------------------

@@ -9,9 +9,10 @@ with `head_dim=64` spelled out.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from depthwidth import serial
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice, check_int, check_number
 
@@ -60,7 +61,7 @@ def default_d_ff(*, d_model: int, ffn: str) -> int:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Shape:
+class Shape(serial.Serializable):
     """One Transformer LM architecture.
 
     Fields:
@@ -193,20 +194,11 @@ class Shape:
         """LayerNorm has a bias only with bias='all'; RMSNorm never has one."""
         return self.norm == "layernorm" and self.bias == "all"
 
-    # ---- conversion ----------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
+    # ---- conversion (`to_dict`: the generic dict form of depthwidth.serial, every field) -------
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Shape:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(f"unknown shape field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        try:
-            return cls(**data)
-        except TypeError as exc:  # a required field is missing
-            raise UserError(f"incomplete shape: {exc}") from None
+        """The shape of `data` (a `to_dict()`); UserError naming unknown or missing fields."""
+        return serial.from_dict(cls, data, what="shape")
 
     def with_(self, **changes: Any) -> Shape:
         """A copy with some fields changed; derived defaults are recomputed if not given."""

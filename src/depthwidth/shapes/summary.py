@@ -13,10 +13,11 @@ shape (`calc`, `plan`, `compare`) emits the same JSON keys:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable
 from depthwidth.shapes.checks import check_choice, check_int
 from depthwidth.shapes.activations import DEVICES, FLOAT_DTYPES
 from depthwidth.shapes.ops import ATTN_KERNEL_ALIASES, ATTN_KERNELS
@@ -31,7 +32,7 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SummarySettings:
+class SummarySettings(Serializable):
     """The workload a summary is computed for. Each option is passed on unchanged to `flops`
     (attention, recompute) or `memory` (the rest); see their docstrings for the conventions.
     The KV cache is sized for micro_batch sequences of seq_len tokens.
@@ -86,9 +87,6 @@ class SummarySettings:
         for name in ("sp", "dropout"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -23,9 +23,11 @@ A finding names the field, where it differs, and which runs hold which value.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any
 
+from depthwidth.serial import Serializable, hook
 from depthwidth.study.lr_search import GroupMode
 from depthwidth.study.run_config import canonical_json, run_data, run_settings, run_tokens
 from depthwidth.study.spec_train import FACTORS
@@ -35,10 +37,11 @@ FIELDS = ("data", "settings", "tokens", "batch_stream_hash", "lr_trials", "lr", 
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Finding:
+class Finding(Serializable):
     field: str  # one of FIELDS
     scope: str  # "study", "group 'P500k'", "group 'P500k' seed 0"
-    values: dict[str, list[str]]  # value (as text) -> short ids of the runs holding it
+    #: value (as text) -> short ids of the runs holding it
+    values: dict[str, list[str]] = _field(metadata=hook(followed_by=("message",)))
 
     @property
     def message(self) -> str:
@@ -46,23 +49,16 @@ class Finding:
                  f"{', ...' if len(ids) > 3 else ''})" for value, ids in self.values.items()]
         return f"{self.field} differs within {self.scope}: " + "; ".join(parts)
 
-    def to_dict(self) -> dict:
-        return asdict(self) | {"message": self.message}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class FairnessReport:
+class FairnessReport(Serializable):
     fair: bool
-    checked_runs: int
+    checked_runs: int = _field(metadata=hook(followed_by=("fields",)))
     findings: tuple[Finding, ...]
 
     @property
     def fields(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(f.field for f in self.findings))
-
-    def to_dict(self) -> dict:
-        return {"fair": self.fair, "checked_runs": self.checked_runs, "fields": list(self.fields),
-                "findings": [f.to_dict() for f in self.findings]}
 
 
 def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from depthwidth.errors import UserError
 from depthwidth.files import write_text
+from depthwidth.serial import Serializable
 from depthwidth.study.executors import JobFunction, make_executor
 from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
@@ -66,7 +67,7 @@ EventCallback = Callable[[StudyEvent], None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RunReport:
+class RunReport(Serializable):
     """What one `run_study` call did."""
 
     study_dir: str
@@ -79,9 +80,6 @@ class RunReport:
     failed: int
     retries: int
     executor: str
-
-    def to_dict(self) -> dict:
-        return {f: getattr(self, f) for f in self.__slots__}
 
 
 class StudyLock:

@@ -5,7 +5,9 @@ batch-1 latency - with the learning-rate choices, the fairness verdict and every
 `ShapeResult` is the one per-shape result of a study: `study status`, `study show`, the demo, the
 report (its tables, plots, fits, CSV/JSON export) and `recommend` all read it. `summarize` builds it
 once; the report adds the curves its plots and noise estimate need (`ShapeResult.curves`,
-`eval_noise`) with `dataclasses.replace`. Nothing here prints.
+`eval_noise`) with `dataclasses.replace`. Nothing here prints. The dict forms (`study status --json`,
+the report's export) are the generic ones of `depthwidth.serial`, derived values right after the fields
+they follow from.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from depthwidth.artifact.config import stored_value
 from depthwidth.errors import UserError
+from depthwidth.serial import Serializable, hook
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
@@ -25,8 +29,13 @@ from depthwidth.study.selection import LRChoice, select_lrs
 from depthwidth.study.store import ResultRecord, RunRecord, Store
 
 
+def _lr_keys(lr_losses: dict[float, float | None]) -> dict[str, float | None]:
+    """JSON keys are text: each learning rate as its repr (read back as a float by `serial.from_dict`)."""
+    return {repr(lr): loss for lr, loss in lr_losses.items()}
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CurveSeries:
+class CurveSeries(Serializable):
     """Validation (and training) loss against training tokens of one run (one seed at the shape's
     selected LR)."""
 
@@ -43,13 +52,9 @@ class CurveSeries:
             raise UserError(f"train_tokens has {len(self.train_tokens)} points but train_loss has "
                             f"{len(self.train_loss)}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "tokens": list(self.tokens), "val_loss": list(self.val_loss),
-                "train_tokens": list(self.train_tokens), "train_loss": list(self.train_loss)}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ShapeResult:
+class ShapeResult(Serializable):
     """One shape of one budget group, its seeds aggregated at its selected learning rate.
 
     Losses are validation cross-entropy in nats per token. `seed_losses` are the completed runs at
@@ -59,15 +64,15 @@ class ShapeResult:
     shape's bench run on `bench_hardware` (the profile its predictions used): prefill of the first
     prompt length, decode of one token with the first context length cached; `bench_predicted_*`
     are that profile's roofline predictions; throughput is generation at the largest batch measured.
+    `shape` is the last field: its dict form comes last, followed by the derived columns.
     """
 
     group: str
     shape_label: str
-    shape: Shape
     params: int
     non_embedding_params: int
     train_flops_per_token: float  # model FLOPs at the study's sequence length
-    lr_losses: dict[float, float | None]  # ascending lr
+    lr_losses: dict[float, float | None] = field(metadata=hook(encode=_lr_keys))  # ascending lr
     best_lr: float | None
     best_run_ids: tuple[str, ...] = ()
     lr_edge: str | None = None  # "low" | "high": the best LR is at that end of the grid
@@ -106,8 +111,11 @@ class ShapeResult:
     bench_hardware: str | None = None
     bench_device: str | None = None  # where the bench measured: "cpu", "cuda", "cuda:N" (results of before: "cpu")
     int8_loss_change: float | None = None
-    curves: tuple[CurveSeries, ...] = ()  # filled by the report's loader
+    curves: tuple[CurveSeries, ...] = field(default=(), metadata=hook(skip=True))  # filled by the report's loader
     eval_noise: float | None = None  # one-seed noise estimate from the curves (see report.noise)
+    shape: Shape = field(metadata=hook(followed_by=(
+        "n_layers", "d_model", "n_heads", "aspect_ratio", "lr_grid", "lr_trials", "n_seeds", "val_loss",
+        "val_loss_std")))
 
     def __post_init__(self) -> None:
         if any(not (isinstance(v, (int, float)) and math.isfinite(v)) for v in self.seed_losses):
@@ -155,39 +163,36 @@ class ShapeResult:
         """Sample standard deviation over seeds (None with fewer than 2)."""
         return statistics.stdev(self.seed_losses) if len(self.seed_losses) > 1 else None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("shape", "curves")}
-        return out | {
-            "shape": self.shape.to_dict(), "best_run_ids": list(self.best_run_ids),
-            "lr_losses": {repr(k): v for k, v in self.lr_losses.items()}, "seed_losses": list(self.seed_losses),
-            "n_layers": self.n_layers, "d_model": self.d_model, "n_heads": self.n_heads,
-            "aspect_ratio": self.aspect_ratio, "lr_grid": list(self.lr_grid), "lr_trials": self.lr_trials,
-            "n_seeds": self.n_seeds, "val_loss": self.val_loss, "val_loss_std": self.val_loss_std,
-        }
+
+def _failed_rows(failed: tuple[tuple[str, str, str], ...]) -> list[dict[str, str]]:
+    return [{"run_id": run_id, "label": label, "error": error} for run_id, label, error in failed]
+
+
+def _failed_tuples(rows: list[dict[str, str]]) -> tuple[tuple[str, str, str], ...]:
+    return tuple((r["run_id"], r["label"], r["error"]) for r in rows)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class StudySummary:
+class StudySummary(Serializable):
     name: str
     study_dir: str
-    running: bool  # a driver holds the study's lock now
-    counts: dict[str, int]  # runs of the current spec by status ("interrupted" when running rows are stale)
-    rows: tuple[ShapeResult, ...]
-    choices: tuple[LRChoice, ...]
+    running: bool = field(metadata=hook(followed_by=("complete",)))  # a driver holds the study's lock now
+    #: runs of the current spec by status ("interrupted" when running rows are stale)
+    counts: dict[str, int] = field(metadata=hook(followed_by=("fair",)))
     fairness: FairnessReport
-    failed: tuple[tuple[str, str, str], ...]  # (run id, label, error)
+    rows: tuple[ShapeResult, ...] = field(metadata=hook(key="shapes"))
+    choices: tuple[LRChoice, ...] = field(metadata=hook(key="lr_selection"))
+    #: (run id, label, error)
+    failed: tuple[tuple[str, str, str], ...] = field(metadata=hook(encode=_failed_rows, decode=_failed_tuples))
     warnings: tuple[str, ...]  # protocol warnings: LR at a grid edge, unfair fields, failed runs
 
     @property
     def complete(self) -> bool:
         return self.counts.get("pending", 0) + self.counts.get("running", 0) + self.counts.get("interrupted", 0) == 0
 
-    def to_dict(self) -> dict:
-        return {"name": self.name, "study_dir": self.study_dir, "running": self.running, "complete": self.complete,
-                "counts": self.counts, "fair": self.fairness.fair, "fairness": self.fairness.to_dict(),
-                "shapes": [r.to_dict() for r in self.rows], "lr_selection": [c.to_dict() for c in self.choices],
-                "failed": [{"run_id": i, "label": label, "error": e} for i, label, e in self.failed],
-                "warnings": list(self.warnings)}
+    @property
+    def fair(self) -> bool:
+        return self.fairness.fair
 
 
 def summarize(store: Store, *, running: bool = False) -> StudySummary:
@@ -264,8 +269,8 @@ def _shape_result(shape: Shape, *, group: str, choice: LRChoice | None, by_id: d
         lr_losses=choice.lr_losses if choice else {}, best_lr=choice.best_lr if choice else None,
         best_run_ids=tuple(run_ids), lr_edge=choice.edge if choice else None,
         warning=choice.warning if choice else None, **_lr_fields(choice),
-        parametrization=next(((by_id[i].config.get("train") or {}).get("parametrization") or "sp"
-                              for i in run_ids if i in by_id), "sp"),
+        parametrization=stored_value(next((by_id[i].config.get("train") or {} for i in run_ids if i in by_id), {}),
+                                     "parametrization"),
         seed_losses=tuple(r.val_loss for r in best if r.val_loss is not None and math.isfinite(r.val_loss)),
         slice_losses=_means([r.data.get("val_loss_by_slice") or {} for r in best]),
         probe_accuracy={p: _means([by.get(p, {}) for by in probes], order=int)
