@@ -85,21 +85,11 @@ def test_a_profile_path(cache, tmp_path):
              r"\(this machine's profile from `depthwidth hw measure`\) or the path of a profile .json$")),
     ("", r"^--hardware='': expected a hardware name of `depthwidth hw list` or 'measured'"),
     (3, r"^--hardware=3: expected a hardware name"),
+    ("study", r"^--hardware: unknown hardware 'study'"),  # a report's target (the study's machine), not a machine
 ])
 def test_bad_values_name_the_argument_and_the_choices(value, match):
     with pytest.raises(UserError, match=match):
         resolve_hardware(value, argument="--hardware")
-
-
-def test_report_targets_take_names_and_measured_only(tmp_path):
-    from depthwidth.report.targets import resolve_hardware as report_target
-
-    assert report_target("h100") == "h100-sxm" and report_target("MEASURED") == MEASURED
-    path = save_profile(_profile(), tmp_path / "p.json")
-    with pytest.raises(UserError, match="a report's target is a row of `depthwidth hw list` or 'measured'"):
-        report_target(str(path))
-    with pytest.raises(UserError, match="unknown hardware 'h900'"):
-        report_target("h900")
 
 
 def test_reading_a_profile_or_a_table_name_never_imports_torch(tmp_path):

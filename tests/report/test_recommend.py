@@ -60,6 +60,16 @@ def test_other_hardware_is_predicted_and_says_so():
     assert by_depth[-1].target.decode_ms > by_depth[0].target.decode_ms
 
 
+def test_the_studys_machine_is_its_own_measurements_and_measured_is_refused():
+    rows = _family([[3.00, 3.01], [3.20, 3.21], [3.40, 3.41], [3.60, 3.62]], [4.0, 1.5, 1.2, 1.0])
+    rec = recommend(rows, Constraints(hardware="study", max_decode_ms=2.0))
+    assert rec.chosen.result.shape_label == rows[1].shape_label
+    assert all(c.target.decode_source == "measured on cpu (the study's machine)" for c in rec.candidates)
+    assert "on the study's machine" in rec.verdict and rec.to_dict()["constraints"]["hardware"] == "study"
+    with pytest.raises(ValueError, match=r"'measured' means this machine's profile.*use hardware study"):
+        recommend(rows, Constraints(hardware="measured"))
+
+
 def test_memory_limit_uses_serving_memory():
     rows = _family([[3.0, 3.01], [3.2, 3.21], [3.4, 3.41], [3.6, 3.62]], [1.0, 1.0, 1.0, 1.0])
     rec = recommend(rows, Constraints(hardware="cpu", max_memory_gb=1e-9))

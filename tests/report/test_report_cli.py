@@ -26,6 +26,17 @@ def test_recommend_json_under_a_latency_limit(fixture_study, capsys):
     assert chosen["decode_source"] == "measured on cpu (the study's machine)" and chosen["feasible"]
 
 
+def test_recommend_on_the_studys_machine(fixture_study, capsys):
+    folder, _ = fixture_study
+    assert main(["recommend", str(folder), "--max-decode-ms", "1.3", "--hardware", "study", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["chosen"] == "P400k/L2-H128-A8" and rec["constraints"]["hardware"] == "study"
+    # "measured" is the machine a command runs on, not the study's: one line naming "study"
+    assert main(["recommend", str(folder), "--hardware", "measured"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "use --hardware study for the study's own measurements" in err
+
+
 def test_recommend_with_nothing_feasible_exits_1(fixture_study, capsys):
     folder, _ = fixture_study
     assert main(["recommend", str(folder), "--max-decode-ms", "0.001", "--hardware", "h100"]) == 1

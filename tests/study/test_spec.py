@@ -97,6 +97,19 @@ def test_rejections(change, key, words):
     assert words in err.message
 
 
+@pytest.mark.parametrize("key,value,home", [("nproc", "2", "nproc_per_run"), ("parallel", '"fsdp"', "parallel"),
+                                            ("tp", "2", "tp")])
+def test_execution_fields_have_one_home(key, value, home):
+    # how a run spreads over processes is an [execution] key; in [train] it is one line saying where it goes
+    text = GOOD.replace("tokens = 10000", f"tokens = 10000\n{key} = {value}")
+    err = error_of(text)
+    assert str(err) == (f"s.toml:{text.splitlines().index(f'{key} = {value}') + 1}: train.{key}: {key} is set by "
+                        f"execution.{home} in a study spec, not in [train]: put it under [execution]"
+                        + (f" as {home}" if home != key else ""))
+    moved = parse_spec(GOOD + f"\n[execution]\n{home} = {value}\n", source="s.toml")
+    assert getattr(moved.execution, home) == (int(value) if value.isdigit() else value.strip('"'))
+
+
 def test_impossible_budget_is_rejected_before_running(tiny_corpus):
     from depthwidth.study import expand
 

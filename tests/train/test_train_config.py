@@ -60,6 +60,14 @@ def test_bad_values_name_the_field(changes, field):
         TrainConfig(**base)
 
 
+@pytest.mark.parametrize("field", ["dtype", "cuda_dtype"])
+def test_fp16_is_not_offered_for_training_on_any_device(field):
+    # fp16 training needs loss scaling, which the trainer does not do: it is refused when the config is made
+    with pytest.raises(ValueError, match=f"^{field}='fp16' is not allowed; expected (one of )?fp32(, | or )bf16$"):
+        TrainConfig(steps=1, device="cuda", **{field: "fp16"})
+    assert TrainConfig(steps=1, **{field: "bf16"}).to_dict()[field] == "bf16"
+
+
 def test_round_trip_and_hash_ignores_bookkeeping_fields():
     c = TrainConfig(steps=10, lr=3e-4)
     assert TrainConfig.from_dict(c.to_dict()) == c

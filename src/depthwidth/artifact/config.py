@@ -16,14 +16,14 @@ from depthwidth.errors import UserError
 from depthwidth.data.specs import check_fractions, parse_tokenizer_spec
 from depthwidth.machine.device import DEVICE_SETTINGS, check_device
 from depthwidth.model.kernels import ATTN_IMPLS
-from depthwidth.shapes.activations import FLOAT_DTYPES
 from depthwidth.shapes.checks import check_int, check_number
 from depthwidth.shapes.parametrization import PARAMETRIZATIONS
 from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS
 
 SCHEDULES = ("cosine", "linear", "constant")
-DTYPES = FLOAT_DTYPES  # fp16 is refused on CPU by the trainer
-CUDA_DTYPES = ("fp32", "bf16")  # what `cuda_dtype` may ask for (fp16 would need loss scaling)
+#: what a run trains in (`dtype`, and `cuda_dtype` on CUDA): fp32, or bf16 autocast. Not fp16: it needs
+#: loss scaling, which this trainer does not do (fp16 is a serving-benchmark variant, CUDA only).
+DTYPES = ("fp32", "bf16")
 DEVICES = DEVICE_SETTINGS  # and "cuda:N" for the N-th GPU
 PARALLEL = ("ddp", "fsdp")
 #: Upper bounds of what a run may ask for, each far above any real run, so that a typo (steps =
@@ -103,10 +103,11 @@ class TrainConfig:
     base_depth: int | None = setting(None, "n_layers at which the parametrization's LR factors are 1 (default: the "
                                      "shape's own)", group="parametrization", metavar="L")
     # numerics and execution
-    dtype: str = setting("fp32", "fp32, or bf16 autocast; fp16 is CUDA only", group="execution", choices=DTYPES)
+    dtype: str = setting("fp32", "fp32, or bf16 autocast (no fp16: it needs loss scaling)", group="execution",
+                         choices=DTYPES)
     cuda_dtype: str | None = setting(None, "dtype on CUDA (default: bf16 autocast where the GPU has native bf16, "
                                      "else dtype); results record the dtype used", group="execution",
-                                     choices=CUDA_DTYPES)
+                                     choices=DTYPES)
     device: str = setting("auto", "auto (cuda if available, else cpu), cpu, cuda or cuda:N", group="execution",
                           metavar="DEVICE")
     deterministic: bool = setting(False, "CUDA: deterministic kernels (CPU runs are always deterministic)",
@@ -175,8 +176,8 @@ class TrainConfig:
             if getattr(self, name) not in allowed:
                 raise UserError(f"{name}={getattr(self, name)!r} is not allowed; expected one of {', '.join(allowed)}")
         check_device(self.device)
-        if self.cuda_dtype is not None and self.cuda_dtype not in CUDA_DTYPES:
-            raise UserError(f"cuda_dtype={self.cuda_dtype!r} is not allowed; expected {' or '.join(CUDA_DTYPES)}")
+        if self.cuda_dtype is not None and self.cuda_dtype not in DTYPES:
+            raise UserError(f"cuda_dtype={self.cuda_dtype!r} is not allowed; expected {' or '.join(DTYPES)}")
         for name in ("decay_embeddings", "deterministic", "allow_slow_dtype", "reshard"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
@@ -233,7 +234,7 @@ class TrainConfig:
         return cls(**data)
 
     def with_(self, **changes: Any) -> TrainConfig:
-        return TrainConfig(**{**self.to_dict(), **changes})
+        return type(self)(**{**self.to_dict(), **changes})
 
     def config_hash(self) -> str:
         """sha256 of the fields that change the numbers a run produces (not where it caches,
@@ -250,6 +251,14 @@ class TrainConfig:
 OMITTED_AT_DEFAULT = ("init_from", "parametrization", "base_width", "base_depth", "compile", "deterministic",
                       "nproc", "parallel", "tp", "reshard", "cuda_dtype")
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
+
+
+def stored_value(train: dict[str, Any], name: str) -> Any:
+    """The value of field `name` in a stored config dict (a study's run config, a result's config): the
+    dict's own value, or the field's default where the dict leaves it out (`OMITTED_AT_DEFAULT` fields are
+    not stored while at their default) or holds None for a field whose default is not None."""
+    value = train.get(name)
+    return _DEFAULTS[name] if value is None else value
 
 
 def identity_dict(config: TrainConfig) -> dict[str, Any]:

@@ -7,11 +7,16 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from depthwidth.errors import UserError
-from depthwidth.machine import CPU_DTYPES, check_device, resolve_device
+from depthwidth.machine import CPU_PROFILE_DTYPES, check_device, resolve_device
+from depthwidth.model.kernels import ATTN_IMPLS
+from depthwidth.shapes.activations import FLOAT_DTYPES
 from depthwidth.shapes.shape import Shape
 
-DTYPES = CPU_DTYPES  # on the CPU, where fp16 is about 1 GFLOP/s
-CUDA_DTYPES = ("fp32", "bf16", "fp16")
+#: the dtypes of a benchmarked model's weights and activations (`--dtype`): any float dtype, fp16 on CUDA only
+BENCH_DTYPES = FLOAT_DTYPES
+#: those a benchmark runs in on the CPU: the ones a CPU profile times, so every latency has its
+#: prediction (never fp16, about 1 GFLOP/s there)
+CPU_BENCH_DTYPES = tuple(d for d in BENCH_DTYPES if d in CPU_PROFILE_DTYPES)
 #: the variant label of CUDA-graph decode points (`bench.cudagraph`), after the dtype: "bf16+cudagraph"
 GRAPH = "cudagraph"
 QUANTIZE = (None, "int8")
@@ -40,14 +45,14 @@ class BenchConfig:
             DEFAULT_LENGTHS that fit the model (`fitted`).
         contexts: cached-token counts for per-token decode latency (batch 1); None: likewise.
         batches: batch sizes for generation throughput (may be empty to skip it).
-        dtype: "fp32" | "bf16" weights and activations (never fp16 on CPU).
+        dtype: weights and activations, one of BENCH_DTYPES (on the CPU one of CPU_BENCH_DTYPES).
         quantize: None | "int8": also measure an int8 dynamically quantized copy (fp32 activations).
         repeat: timed repetitions per point (>= 1).
         warmup: untimed runs before them (>= 0).
         threads: torch intra-op threads during the run; None keeps the current setting.
         new_tokens: tokens generated per sequence for throughput.
         throughput_prompt_len: prompt length for throughput.
-        attn_impl: "sdpa" | "eager".
+        attn_impl: one of `depthwidth.model.kernels.ATTN_IMPLS`.
         seed: seeds the random weights (shape targets) and the random prompts.
         group_size: quantization group size the lint checks divisibility against.
         allow_slow_dtype: measure in a dtype this machine only emulates (refused otherwise,
@@ -86,13 +91,14 @@ class BenchConfig:
         _check_lengths("batches", self.batches, allow_empty=True)
         check_bench_device(self.device)
         cuda = self.device.startswith("cuda")
-        allowed = CUDA_DTYPES if cuda else DTYPES
-        if self.dtype not in allowed and not (self.device == "auto" and self.dtype in CUDA_DTYPES):
+        allowed = BENCH_DTYPES if cuda else CPU_BENCH_DTYPES
+        if self.dtype not in allowed and not (self.device == "auto" and self.dtype in BENCH_DTYPES):
             raise UserError(
                 f"dtype={self.dtype!r} is not allowed; expected one of {', '.join(allowed)} (no fp16 on CPU)"
             )
         if self.quantize not in QUANTIZE:
-            raise UserError(f"quantize={self.quantize!r} is not allowed; expected None or 'int8'")
+            raise UserError(f"quantize={self.quantize!r} is not allowed; expected one of "
+                            f"{', '.join(map(repr, QUANTIZE))}")
         if self.quantize == "int8" and cuda:
             raise UserError(f"quantize='int8' runs on the CPU only (torch.ao dynamic quantization), not on "
                             f"device={self.device!r}; drop --quantize or use --device cpu")
@@ -106,8 +112,8 @@ class BenchConfig:
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
             raise UserError(f"threads={self.threads!r} must be a positive integer or None")
-        if self.attn_impl not in ("sdpa", "eager"):
-            raise UserError(f"attn_impl={self.attn_impl!r} is not allowed; expected sdpa or eager")
+        if self.attn_impl not in ATTN_IMPLS:
+            raise UserError(f"attn_impl={self.attn_impl!r} is not allowed; expected one of {', '.join(ATTN_IMPLS)}")
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -166,5 +172,5 @@ class BenchConfig:
 check_bench_device = check_device
 
 
-__all__ = ["CUDA_DTYPES", "DEFAULT_LENGTHS", "DTYPES", "GRAPH", "QUANTIZE", "BenchConfig", "Progress",
+__all__ = ["BENCH_DTYPES", "CPU_BENCH_DTYPES", "DEFAULT_LENGTHS", "GRAPH", "QUANTIZE", "BenchConfig", "Progress",
            "check_bench_device", "resolve_device"]

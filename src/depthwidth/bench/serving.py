@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from depthwidth.bench.config import (  # re-exported: the bench's public names live here
-    DTYPES,
+    CPU_BENCH_DTYPES,
     GRAPH,
     BenchConfig,
     Progress,
@@ -251,8 +251,9 @@ def bench(
     if config.quantize == "int8" and device != "cpu":
         raise UserError(f"quantize='int8' runs on the CPU only (torch.ao dynamic quantization), not on "
                         f"{device}; drop --quantize or use --device cpu")
-    if device == "cpu" and config.dtype not in DTYPES:
-        raise UserError(f"dtype={config.dtype!r} is not allowed on the CPU; expected one of {', '.join(DTYPES)}")
+    if device == "cpu" and config.dtype not in CPU_BENCH_DTYPES:
+        raise UserError(f"dtype={config.dtype!r} is not allowed on the CPU; expected one of "
+                        f"{', '.join(CPU_BENCH_DTYPES)}")
     check_dtype(config.dtype, device=device, allowed=config.allow_slow_dtype)
     loaded = load_target(target, attn_impl=config.attn_impl, seed=config.seed)
     config = config.fitted(loaded.shape)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 
+from depthwidth.bench.config import BENCH_DTYPES, CPU_BENCH_DTYPES, QUANTIZE
 from depthwidth.cli import print_json
 from depthwidth.errors import UserError
 from depthwidth.cli.common import add_shape_args, int_list, one_line_errors, positive_int, shape_from_args
+from depthwidth.model.kernels import ATTN_IMPLS
 
 HELP = "measure batch-1 prefill/decode latency, throughput, KV cache and int8 quantization"
 
@@ -30,21 +32,22 @@ def add_parser(subparsers) -> None:
     g.add_argument("--batches", type=int_list, metavar="B,B", help="throughput batch sizes (default 1,4,16,64)")
     g.add_argument("--no-throughput", action="store_true", help="skip the throughput measurement")
     g.add_argument("--new-tokens", type=positive_int, metavar="N", help="tokens generated per sequence (default 16)")
-    g.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
-                   help="weights and activations (default fp32; fp16 on CUDA only)")
+    g.add_argument("--dtype", choices=BENCH_DTYPES, default="fp32",
+                   help=f"weights and activations (default fp32; on a CPU one of {', '.join(CPU_BENCH_DTYPES)})")
     g.add_argument("--device", default="cpu", metavar="DEV",
                    help="cpu (default), cuda, cuda:N or auto: where the model runs and the profile is measured")
     g.add_argument("--no-cuda-graphs", action="store_true",
                    help="on CUDA, do not also time decode replayed as a CUDA graph")
     g.add_argument("--allow-slow-dtype", action="store_true",
                    help="measure in a --dtype this machine only emulates (refused otherwise: it can be 100x slower)")
-    g.add_argument("--quantize", choices=("int8",), help="also measure int8 dynamic quantization of the Linear layers")
+    g.add_argument("--quantize", choices=tuple(q for q in QUANTIZE if q),
+                   help="also measure int8 dynamic quantization of the Linear layers")
     g.add_argument("--group-size", type=positive_int, default=128, help="group size the lint checks (default 128)")
     g.add_argument("--repeat", type=positive_int, default=5, help="timed repetitions per point (default 5)")
     g.add_argument("--warmup", type=int, default=2, help="untimed warm-up runs per point (default 2)")
     g.add_argument("--threads", type=positive_int,
                    help="torch threads (default: torch's current setting); on a busy machine 1 is much steadier")
-    g.add_argument("--attn-impl", choices=("sdpa", "eager"), default="sdpa", help="attention implementation")
+    g.add_argument("--attn-impl", choices=ATTN_IMPLS, default="sdpa", help="attention implementation")
     g.add_argument("--seed", type=int, default=0, help="random weights and prompts")
     g.add_argument("--hardware", default="measured", metavar="NAME",
                    help="what the predictions are for: 'measured' (default: this machine's profile, measured "
@@ -66,9 +69,9 @@ def _config(args: argparse.Namespace):
 
     if args.warmup < 0:
         raise UserError(f"--warmup {args.warmup} must be >= 0")
-    if args.dtype == "fp16" and not args.device.startswith("cuda"):
-        raise UserError(f"--dtype fp16 runs on CUDA only (about 1 GFLOP/s on a CPU), not --device {args.device}; "
-                        "use fp32 or bf16")
+    if args.dtype not in CPU_BENCH_DTYPES and not args.device.startswith("cuda"):
+        raise UserError(f"--dtype {args.dtype} runs on CUDA only (about 1 GFLOP/s on a CPU), not --device "
+                        f"{args.device}; use {' or '.join(CPU_BENCH_DTYPES)}")
     kw = {"dtype": args.dtype, "quantize": args.quantize, "repeat": args.repeat, "warmup": args.warmup,
           "threads": args.threads, "attn_impl": args.attn_impl, "seed": args.seed, "group_size": args.group_size,
           "allow_slow_dtype": args.allow_slow_dtype, "device": args.device,

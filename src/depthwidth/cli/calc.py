@@ -21,6 +21,7 @@ from depthwidth.cli.common import (
 from depthwidth.shapes.activations import DEVICES, FLOAT_DTYPES
 from depthwidth.shapes.flops import ATTENTION_KINDS, RECOMPUTE_KINDS
 from depthwidth.shapes.memory import KV_DTYPES, OPTIMIZER_STATES, TRAIN_PRECISIONS, ZERO_STAGES
+from depthwidth.shapes.ops import ATTN_KERNELS
 
 
 def add_parser(subparsers) -> None:
@@ -51,7 +52,7 @@ def add_parser(subparsers) -> None:
     w.add_argument("--sp", action="store_true", help="sequence parallelism with --tp (Korthikanti et al. 2022)")
     add_pipeline_args(w)
     add_precision_args(w)
-    w.add_argument("--attn-impl", choices=("fused", "eager"), default="fused",
+    w.add_argument("--attn-impl", choices=ATTN_KERNELS, default="fused",
                    help="attention kernel for activation memory (default fused: flash/SDPA)")
     w.add_argument("--dropout", action="store_true", help="training with dropout (its masks are kept)")
     w.add_argument("--device", choices=DEVICES, default="cuda",

@@ -19,14 +19,13 @@ import sys
 from depthwidth.cli import print_json
 from depthwidth.cli.common import int_list, one_line_errors, positive_float, positive_int
 from depthwidth.errors import UserError
+from depthwidth.shapes.parametrization import PARAMETRIZATIONS
 
 HELP = "check a parametrization: coordinate sizes across width and depth, and learning-rate transfer"
 
 
 def name_list(text: str) -> tuple[str, ...]:
     """argparse type: 'sp,completep' -> ('sp', 'completep'), each a known parametrization."""
-    from depthwidth.shapes.parametrization import PARAMETRIZATIONS
-
     items = tuple(t.strip() for t in text.split(",") if t.strip())
     bad = [t for t in items if t not in PARAMETRIZATIONS]
     if not items or bad:
@@ -40,7 +39,7 @@ def _common(p: argparse.ArgumentParser, *, widths, depths, steps: int) -> None:
     p.add_argument("--depths", type=int_list, default=depths, metavar="L,L,...",
                    help=f"n_layers values (default {','.join(map(str, depths))})")
     p.add_argument("--parametrization", type=name_list, default=("sp", "completep"), metavar="P,P,...",
-                   help="sp, mup, completep, depth-mup (default sp,completep)")
+                   help=f"{', '.join(PARAMETRIZATIONS)} (default sp,completep)")
     p.add_argument("--steps", type=positive_int, default=steps, help=f"training steps per model (default {steps})")
     p.add_argument("--head-dim", type=positive_int, default=16, help="fixed head size; heads = width / head-dim")
     p.add_argument("--corpus", default="shakespeare", help="named corpus or a text file (default shakespeare)")

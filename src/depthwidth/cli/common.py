@@ -16,6 +16,8 @@ import math
 
 from depthwidth.errors import UserError
 from depthwidth.hfconfig import from_hf_config
+from depthwidth.shapes.activations import FLOAT_DTYPES
+from depthwidth.shapes.memory import CONVENTIONS
 from depthwidth.shapes.presets import get_preset
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, KINDS, NORM_KINDS, POS_KINDS, Shape
 from depthwidth.shapes.shape_string import DEFAULT_BASE, parse_shape_string
@@ -166,12 +168,12 @@ def add_pipeline_args(group) -> None:
 
 def add_precision_args(group) -> None:
     """--convention, --residual-dtype, --grad-dtype: how mixed precision is accounted (`depthwidth.shapes.memory`)."""
-    group.add_argument("--convention", choices=("amp", "megatron"), default="amp",
+    group.add_argument("--convention", choices=CONVENTIONS, default="amp",
                        help="amp: PyTorch autocast, fp32 residual stream; megatron: Megatron-LM, half-precision "
                             "residual stream and fp32 main gradients (default amp)")
-    group.add_argument("--residual-dtype", choices=("fp16", "bf16", "fp32"),
+    group.add_argument("--residual-dtype", choices=FLOAT_DTYPES,
                        help="dtype of the residual stream and norm inputs (default: from --convention)")
-    group.add_argument("--grad-dtype", choices=("fp16", "bf16", "fp32"),
+    group.add_argument("--grad-dtype", choices=FLOAT_DTYPES,
                        help="dtype of the gradients (default: the compute dtype, fp32 with --convention megatron)")
 
 

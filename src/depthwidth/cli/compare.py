@@ -19,7 +19,7 @@ from depthwidth.cli import print_json
 from depthwidth.errors import UserError
 from depthwidth.cli.calc import _preset_info
 from depthwidth.cli.common import one_line_errors, positive_int
-from depthwidth.cli.plan import add_workload_args, pipeline_workload, resolve_hardware
+from depthwidth.cli.plan import add_workload_args, pipeline_workload
 
 _COMPACT = re.compile(r"^(?:(?:KV|L|H|A|F|D)\d+-?)+$", re.IGNORECASE)
 
@@ -63,6 +63,7 @@ def read_shape(text: str, *, base):
 
 
 def run(args: argparse.Namespace) -> int:
+    from depthwidth.machine import resolve_hardware
     from depthwidth.shapes.evaluate import Workload, compare
     from depthwidth.shapes.presets import get_preset
     from depthwidth.shapes.shape_string import DEFAULT_BASE
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if too_short:
         raise UserError(f"--seq-len {seq_len} exceeds max_seq_len of {', '.join(too_short)}")
     workload = Workload(seq_len=seq_len, batch=args.batch, dtype=args.dtype, tp=args.tp, **pipeline_workload(args))
-    result = compare(shapes, hardware=resolve_hardware(args.hardware), workload=workload)
+    result = compare(shapes, hardware=resolve_hardware(args.hardware, argument="--hardware"), workload=workload)
     data = result.to_dict()
     for record, (_, _, preset) in zip(data["shapes"], read):
         record["preset"] = _preset_info(preset) if preset else None

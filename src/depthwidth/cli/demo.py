@@ -8,6 +8,7 @@ import argparse
 
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors
+from depthwidth.study.executors.base import EXECUTORS
 
 HELP = "run the built-in demo study (5 shapes at equal parameters, a few minutes on a CPU) and report it"
 DEFAULT_DIR = "demo-study"
@@ -17,7 +18,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("demo", help=HELP, description=HELP + ".")
     one_line_errors(p)
     p.add_argument("--dir", default=DEFAULT_DIR, metavar="DIR", help=f"study folder (default ./{DEFAULT_DIR})")
-    p.add_argument("--executor", choices=("local", "ray"), default="local", help="where the runs execute")
+    p.add_argument("--executor", choices=EXECUTORS, default="local", help="where the runs execute")
     p.add_argument("--address", metavar="ADDR", help="join this Ray cluster (with --executor ray)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.set_defaults(run=run)

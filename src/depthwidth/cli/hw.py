@@ -18,6 +18,7 @@ import argparse
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors, positive_int
 from depthwidth.errors import UserError
+from depthwidth.machine.device import CPU_PROFILE_DTYPES, CUDA_PROFILE_DTYPES
 
 
 def add_parser(subparsers) -> None:
@@ -39,7 +40,8 @@ def add_parser(subparsers) -> None:
     m.add_argument("--quick", action="store_true", help="small sizes, about a second (rougher numbers)")
     m.add_argument("--threads", type=positive_int, help="torch threads (default: torch's current setting)")
     m.add_argument("--dtypes", default=None, metavar="D,D",
-                   help="dtypes to time (default: fp32, plus bf16 where native, on CPU; fp32,tf32,bf16,fp16 on CUDA)")
+                   help=f"dtypes to time, of {','.join(CPU_PROFILE_DTYPES)} on CPU and "
+                        f"{','.join(CUDA_PROFILE_DTYPES)} on CUDA (default: those the device runs natively)")
     m.add_argument("--device", type=_device, metavar="DEVICE",
                    help="cpu, cuda, cuda:N or auto (default: cuda when available, else cpu); a GPU's profile is "
                         "kept apart from the CPU's, one per GPU model")

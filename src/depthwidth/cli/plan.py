@@ -16,6 +16,7 @@ import re
 from depthwidth.cli import print_json
 from depthwidth.errors import UserError
 from depthwidth.cli.common import add_pipeline_args, add_precision_args, int_list, one_line_errors, positive_int
+from depthwidth.shapes.hardware import DTYPES
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, POS_KINDS
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -53,21 +54,13 @@ def fraction(text: str) -> float:
     return value
 
 
-def resolve_hardware(text: str):
-    """The `--hardware` value as a `HardwareSpec`: `depthwidth.machine.resolve_hardware` (a table
-    name or alias, 'measured' for this machine's profile, or a profile JSON path)."""
-    from depthwidth.machine import resolve_hardware as resolve
-
-    return resolve(text, argument="--hardware")
-
-
 def add_workload_args(parser: argparse.ArgumentParser) -> None:
     """Hardware and workload flags shared by plan and compare."""
     w = parser.add_argument_group("hardware and workload")
     w.add_argument("--hardware", default="h100", metavar="NAME",
                    help="a row of `depthwidth hw list` (default h100), 'measured' for this machine's "
                         "profile from `depthwidth hw measure`, or a profile JSON path")
-    w.add_argument("--dtype", default="bf16", choices=("fp32", "tf32", "bf16", "fp16", "fp8", "int8"),
+    w.add_argument("--dtype", default="bf16", choices=DTYPES,
                    help="inference compute dtype of the latency columns (default bf16)")
     w.add_argument("--tp", type=positive_int, default=1, help="tensor-parallel degree (default 1)")
     add_pipeline_args(w)
@@ -156,13 +149,14 @@ def _aspect(text: str) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from depthwidth.machine import resolve_hardware
     from depthwidth.shapes.checks import check_one_budget
     from depthwidth.shapes.evaluate import Workload, plan
 
     check_one_budget(params=args.params, flops=args.flops, tokens=args.tokens, tokens_per_param=args.tokens_per_param,
                      names=("--params", "--flops", "--tokens", "--tokens-per-param"))
     base = base_shape(args)
-    hardware = resolve_hardware(args.hardware)
+    hardware = resolve_hardware(args.hardware, argument="--hardware")
     workload = Workload(seq_len=args.seq_len or base.max_seq_len, batch=args.batch, dtype=args.dtype, tp=args.tp,
                         **pipeline_workload(args))
     if workload.seq_len > base.max_seq_len:

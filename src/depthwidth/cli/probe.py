@@ -16,6 +16,7 @@ from depthwidth.cli import print_json
 from depthwidth.errors import UserError
 from depthwidth.cli.common import (add_shape_args, int_list, one_line_errors, positive_float, positive_int,
                                    shape_from_args)
+from depthwidth.data.probes import PROBE_SPLITS, PROBES
 
 HELP = "show the synthetic probe tasks, or measure a shape's memorisation capacity in bits per parameter"
 
@@ -27,11 +28,11 @@ def add_parser(subparsers) -> None:
     sub = p.add_subparsers(dest="probe_command", metavar="ACTION")
     show = sub.add_parser("show", help="print examples of a probe (prompt | answer)")
     one_line_errors(show)
-    show.add_argument("name", help="multihop, recall, facts, addition or parity")
+    show.add_argument("name", help=f"one of {', '.join(PROBES)}")
     show.add_argument("--difficulty", type=positive_int, default=2, help="k hops, n pairs, n facts, n digits or bits")
     show.add_argument("-n", type=positive_int, default=5, help="how many examples (default 5)")
     show.add_argument("--seed", type=int, default=0)
-    show.add_argument("--split", choices=("train", "test"), default="train")
+    show.add_argument("--split", choices=PROBE_SPLITS, default="train")
     show.set_defaults(run=run_show)
     cap = sub.add_parser("capacity", help="accuracy on memorised facts as their number grows, and bits per parameter")
     one_line_errors(cap)

@@ -2,7 +2,7 @@
 trade it makes against the unconstrained best, and whether the loss differences exceed seed noise.
 
     depthwidth recommend demo-study --max-decode-ms 2 --hardware h100
-    depthwidth recommend demo-study --max-decode-ms 1.5 --hardware measured --max-memory-gb 0.01 --json
+    depthwidth recommend demo-study --max-decode-ms 1.5 --hardware study --max-memory-gb 0.01 --json
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import argparse
 
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors, positive_float, positive_int
+from depthwidth.report.targets import MEMORY_KINDS, SERVING_DTYPES, STUDY
 
 HELP = "pick a shape of a study under a latency / memory limit, with the trade and the noise stated"
 
@@ -23,13 +24,14 @@ def add_parser(subparsers) -> None:
                    help="limit on batch-1 decode latency per token, in ms")
     p.add_argument("--hardware", metavar="NAME",
                    help="target hardware: a row of `depthwidth hw list` (predicted unless the study measured on "
-                        "it) or 'measured' (the study's own measurements); default: the study's hardware")
+                        f"it) or '{STUDY}' (the study's own measurements, on the machine it ran on); default: the "
+                        "study's hardware")
     p.add_argument("--max-memory-gb", type=positive_float, metavar="GB", help="memory limit in GB (1e9 bytes)")
-    p.add_argument("--memory", choices=("serving", "training"), default="serving",
+    p.add_argument("--memory", choices=MEMORY_KINDS, default="serving",
                    help="serving: weights + KV cache of one sequence (default); training: peak training memory")
     p.add_argument("--context", type=positive_int, metavar="T",
                    help="decode context length (default: the bench's context, else the study's seq_len)")
-    p.add_argument("--dtype", choices=("fp32", "bf16", "fp16", "fp8", "int8"), default="bf16",
+    p.add_argument("--dtype", choices=SERVING_DTYPES, default="bf16",
                    help="serving dtype of predictions and serving memory (default bf16)")
     p.add_argument("--budget", metavar="LABEL", help="only shapes of this budget group")
     p.add_argument("--json", action="store_true", help="print the recommendation as one JSON object")
@@ -40,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.report.build import default_hardware
     from depthwidth.report.data import load_study
     from depthwidth.report.recommend import Constraints, recommend
-    from depthwidth.report.targets import resolve_hardware
+    from depthwidth.report.targets import resolve_target
 
     study = load_study(args.study)
-    hardware = resolve_hardware(args.hardware) if args.hardware else default_hardware(study)
+    hardware = resolve_target(args.hardware, argument="--hardware") if args.hardware else default_hardware(study)
     constraints = Constraints(hardware=hardware, max_decode_ms=args.max_decode_ms, max_memory_gb=args.max_memory_gb,
                               memory=args.memory, context=args.context, dtype=args.dtype, group=args.budget)
     p = study.protocol

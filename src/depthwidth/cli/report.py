@@ -13,6 +13,7 @@ import sys
 from depthwidth.errors import UserError
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors, positive_float, positive_int
+from depthwidth.report.targets import STUDY
 
 HELP = "write a study's report: HTML page, markdown, CSV, JSON and plots"
 
@@ -24,7 +25,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("-o", "--out", metavar="DIR", help="output folder (default STUDY/report)")
     p.add_argument("--hardware", metavar="NAME",
                    help="target hardware of the latency columns and the recommendation: a row of `depthwidth hw "
-                        "list`, or 'measured' for the study's own measurements (default: the study's hardware)")
+                        f"list`, or '{STUDY}' for the study's own measurements, on the machine it ran on (default: "
+                        "the study's hardware)")
     p.add_argument("--max-decode-ms", type=positive_float, metavar="MS", help="latency limit of the recommendation")
     p.add_argument("--max-memory-gb", type=positive_float, metavar="GB", help="memory limit of the recommendation")
     p.add_argument("--bootstrap", type=positive_int, default=200, metavar="N",
@@ -42,13 +44,13 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.report.data import load_study
     from depthwidth.report.export import write_report
     from depthwidth.report.recommend import Constraints
-    from depthwidth.report.targets import resolve_hardware
+    from depthwidth.report.targets import resolve_target
 
     out_dir = Path(args.out) if args.out else Path(args.study) / REPORT_FOLDER
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"-o {out_dir}: exists and is not a folder")
     study = load_study(args.study)
-    hardware = resolve_hardware(args.hardware) if args.hardware else default_hardware(study)
+    hardware = resolve_target(args.hardware, argument="--hardware") if args.hardware else default_hardware(study)
     constraints = Constraints(hardware=hardware, max_decode_ms=args.max_decode_ms, max_memory_gb=args.max_memory_gb)
     report = build_report(study, hardware=hardware, constraints=constraints, n_bootstrap=args.bootstrap,
                           seed=args.seed)

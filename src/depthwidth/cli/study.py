@@ -16,6 +16,7 @@ from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors, positive_int
 from depthwidth.errors import UserError
 from depthwidth.present.terminal import console
+from depthwidth.study.executors.base import EXECUTORS
 
 HELP = "run a fair, resumable study of many shapes from a TOML spec (local or Ray), and show its state"
 
@@ -28,7 +29,7 @@ def add_parser(subparsers) -> None:
                                        description="Run (or resume: finished runs are never repeated) a study."))
     r.add_argument("spec", metavar="SPEC", help="study spec (TOML); see examples/*.toml")
     r.add_argument("--dir", metavar="DIR", help="study folder (default studies/<name>)")
-    r.add_argument("--executor", choices=("local", "ray"), default="local",
+    r.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local: this machine, in worker processes (default); ray: one Ray task per run")
     r.add_argument("--address", metavar="ADDR", help="join this Ray cluster (with --executor ray)")
     r.add_argument("--workers", type=positive_int, metavar="N",

@@ -29,6 +29,7 @@ from depthwidth.errors import UserError
 from depthwidth.present.progress import TrainProgressBar
 from depthwidth.present.train import print_result
 from depthwidth.artifact.config import TrainConfig
+from depthwidth.data.probes import PROBES
 
 HELP = "train a shape with the fair, resumable protocol and measure loss, speed, MFU and memory"
 #: help sections of the derived flags, by the `group` of each TrainConfig field
@@ -46,7 +47,7 @@ def add_parser(subparsers) -> None:
     source = groups["data"].add_mutually_exclusive_group()
     source.add_argument("--data", metavar="PATH", help="a UTF-8 text file or a folder of them (sets corpus)")
     source.add_argument("--probe", metavar="NAME",
-                        help="a synthetic probe task: multihop, recall, facts, addition, parity, or a full spec "
+                        help=f"a synthetic probe task: {', '.join(PROBES)}, or a full spec "
                              "probe:NAME[:TRAIN[:TEST]][@N]; accuracy is reported per difficulty")
     budget = groups["budget"].add_mutually_exclusive_group()
     add_config_flags(groups, into={"corpus": source, "steps": budget, "tokens": budget})

@@ -130,6 +130,8 @@ def _parity(rng: random.Random, n: int) -> tuple[str, str]:
 
 
 PROBES = ("multihop", "recall", "facts", "addition", "parity")
+#: a probe's splits: train and test ask about the same facts with other examples (module docstring)
+PROBE_SPLITS = ("train", "test")
 MAX_DIFFICULTY = {"multihop": 20, "recall": len(KEY_ALPHABET), "facts": 100_000, "addition": 30, "parity": 256}
 KINDS = {
     "multihop": "depth",
@@ -144,8 +146,8 @@ def generate(name: str, *, difficulty: int, n: int, seed: int = 0, split: str = 
     """`n` examples of probe `name` at `difficulty`, deterministic for (seed, split)."""
     if name not in PROBES:
         raise UserError(f"probe name={name!r} is unknown; expected one of {', '.join(PROBES)}")
-    if split not in ("train", "test"):
-        raise UserError(f"split={split!r} must be 'train' or 'test'")
+    if split not in PROBE_SPLITS:
+        raise UserError(f"split={split!r} must be one of {', '.join(map(repr, PROBE_SPLITS))}")
     if isinstance(difficulty, bool) or not isinstance(difficulty, int) or not 1 <= difficulty <= MAX_DIFFICULTY[name]:
         raise UserError(f"difficulty={difficulty!r} for {name} must be an integer in 1..{MAX_DIFFICULTY[name]}")
     if name == "facts":

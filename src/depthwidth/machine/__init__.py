@@ -16,6 +16,8 @@ bench, study, report, cli); imports only the standard library, `depthwidth.error
 
 from depthwidth.machine.device import (
     BF16_CPU_FLAGS,
+    CPU_PROFILE_DTYPES,
+    CUDA_PROFILE_DTYPES,
     CpuInfo,
     DeviceCapabilities,
     capabilities,
@@ -26,6 +28,7 @@ from depthwidth.machine.device import (
     device_kind,
     device_name,
     parse_cpuinfo,
+    profile_dtypes,
     read_cpuinfo,
     resolve_device,
 )
@@ -55,8 +58,6 @@ from depthwidth.machine.paths import (
 )
 from depthwidth.machine.peak import PeakFlops, peak_flops
 from depthwidth.machine.profile import (
-    CPU_DTYPES,
-    CUDA_DTYPES,
     GemmResult,
     HardwareProfile,
     load_profile,
@@ -70,8 +71,8 @@ from depthwidth.machine.stored import EAGER_BLOCK_OP, ProfileMatch, find_profile
 __all__ = [
     "BF16_CPU_FLAGS",
     "CACHE_ENV",
-    "CPU_DTYPES",
-    "CUDA_DTYPES",
+    "CPU_PROFILE_DTYPES",
+    "CUDA_PROFILE_DTYPES",
     "EAGER_BLOCK_OP",
     "MEASURED",
     "PROFILE_ENV",
@@ -113,6 +114,7 @@ __all__ = [
     "peak_flops",
     "probe_gemm",
     "profile_candidates",
+    "profile_dtypes",
     "profile_path",
     "profile_to_hardware",
     "read_cpuinfo",

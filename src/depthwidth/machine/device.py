@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.shapes.hardware import DTYPES
 
 DEVICE_KINDS = ("cpu", "cuda")
+#: the dtypes a hardware profile of a CPU may time (never fp16: about 1 GFLOP/s there)
+CPU_PROFILE_DTYPES = ("fp32", "bf16")
+#: the dtypes a hardware profile of a CUDA GPU may time (tf32: fp32 storage, TF32 matmuls)
+CUDA_PROFILE_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 #: /proc/cpuinfo flags that make bf16 matmuls native on x86 CPUs
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 #: the CPU flags a capability line reports (vector width and the matrix units)
@@ -82,8 +87,7 @@ class DeviceCapabilities:
     def dtypes(self) -> tuple[str, ...]:
         """The dtypes a default measurement times: CPU fp32 (+ bf16 where native); CUDA fp32, tf32
         (where native), bf16 (where native) and fp16. fp16 is never timed on CPU (about 1 GFLOP/s there)."""
-        order = ("fp32", "bf16") if self.device == "cpu" else ("fp32", "tf32", "bf16", "fp16")
-        return tuple(d for d in order if d in self.native)
+        return tuple(d for d in profile_dtypes(self.device) if d in self.native)
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -96,8 +100,12 @@ class DeviceCapabilities:
     def describe(self) -> str:
         """One line: name, what it has, the native dtypes (what `depthwidth hw measure` prints)."""
         has = ", ".join(self.features) or ("no AVX2" if self.device == "cpu" else "compute capability unknown")
-        order = ("fp32", "tf32", "bf16", "fp16", "fp8")
-        return f"{self.name} ({self.device}: {has}); native: {', '.join(d for d in order if d in self.native)}"
+        return f"{self.name} ({self.device}: {has}); native: {', '.join(d for d in DTYPES if d in self.native)}"
+
+
+def profile_dtypes(kind: str) -> tuple[str, ...]:
+    """The dtypes a hardware profile of a device of `kind` ("cpu" or "cuda") may time."""
+    return CUDA_PROFILE_DTYPES if kind == "cuda" else CPU_PROFILE_DTYPES
 
 
 def device_kind(device: Any) -> str:
@@ -210,7 +218,8 @@ def device_name(device: Any = "cpu") -> str:
 
 
 __all__ = [
-    "BF16_CPU_FLAGS", "CPU_FEATURES", "CUDA_NATIVE_FROM", "DEVICE_KINDS", "DEVICE_SETTINGS", "CpuInfo",
-    "DeviceCapabilities", "capabilities", "check_device", "cpu_capabilities", "cuda_capabilities", "cuda_index",
-    "device_kind", "device_name", "parse_cpuinfo", "read_cpuinfo", "resolve_device",
+    "BF16_CPU_FLAGS", "CPU_FEATURES", "CPU_PROFILE_DTYPES", "CUDA_NATIVE_FROM", "CUDA_PROFILE_DTYPES", "DEVICE_KINDS",
+    "DEVICE_SETTINGS", "CpuInfo", "DeviceCapabilities", "capabilities", "check_device", "cpu_capabilities",
+    "cuda_capabilities", "cuda_index", "device_kind", "device_name", "parse_cpuinfo", "profile_dtypes", "read_cpuinfo",
+    "resolve_device",
 ]

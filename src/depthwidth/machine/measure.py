@@ -35,11 +35,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from depthwidth.errors import UserError
-from depthwidth.machine.device import DeviceCapabilities, capabilities, device_kind
+from depthwidth.machine.device import DeviceCapabilities, capabilities, device_kind, profile_dtypes
 from depthwidth.machine.paths import profile_path
 from depthwidth.machine.profile import (
-    CPU_DTYPES,
-    CUDA_DTYPES,
     GemmResult,
     HardwareProfile,
     best_rates,
@@ -98,7 +96,7 @@ def torch_threads(n: int | None) -> Iterator[int]:
 
 
 def _check_dtypes(dtypes: tuple[str, ...], kind: str) -> None:
-    allowed = CUDA_DTYPES if kind == "cuda" else CPU_DTYPES
+    allowed = profile_dtypes(kind)
     bad = [d for d in dtypes if d not in allowed]
     if not dtypes or bad:
         why = _FP16_CPU if "fp16" in bad and kind == "cpu" else ""

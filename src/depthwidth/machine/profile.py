@@ -31,8 +31,6 @@ from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec, match_gpu
 from depthwidth.shapes.small_ops import check_curves
 
 SCHEMA = 1
-CPU_DTYPES = ("fp32", "bf16")
-CUDA_DTYPES = ("fp32", "tf32", "bf16", "fp16")
 GEMM_PATHS = ("best", "torch.mm", "mkldnn_linear")
 
 
@@ -246,6 +244,6 @@ def profile_to_hardware(profile: HardwareProfile, *, gemm_path: str = "best") ->
 
 
 __all__ = [
-    "CPU_DTYPES", "CUDA_DTYPES", "GEMM_PATHS", "SCHEMA", "GemmResult", "HardwareProfile", "best_rates",
+    "GEMM_PATHS", "SCHEMA", "GemmResult", "HardwareProfile", "best_rates",
     "load_profile", "profile_to_hardware", "save_profile", "utc_now",
 ]

@@ -8,7 +8,8 @@
 "measured" always means a measured profile of the machine the command runs on, and its conversion
 uses the `torch.mm` GEMM rate: the path an eager `nn.Linear`, and so our model, takes (oneDNN's
 faster path is the MFU peak, `peak.peak_flops`, not what the model runs). Resolving a table name or
-reading a profile never imports torch.
+reading a profile never imports torch. The machine a study measured on, which a report may target, is
+not a hardware argument: it has its own name, "study" (`depthwidth.report.targets.resolve_target`).
 """
 
 from __future__ import annotations

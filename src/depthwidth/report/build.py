@@ -11,7 +11,7 @@ from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.recommend import Constraints, Recommendation, recommend
 from depthwidth.report.rows import StudyData
 from depthwidth.report.study_tables import Comparison, comparison
-from depthwidth.report.targets import MEASURED, TargetEstimate, estimate_target, hardware_label, resolve_hardware
+from depthwidth.report.targets import STUDY, TargetEstimate, estimate_target, hardware_label, resolve_target
 from depthwidth.report.trends import TrendPoint, TrendReport, fit_trends
 
 
@@ -33,12 +33,17 @@ class Report:
 
 
 def default_hardware(study: StudyData) -> str:
-    """The study's own hardware when it is a known name, else MEASURED (the study's machine, whose
-    measurements it holds; also when the stored name is no longer in the hardware table)."""
+    """The target of the study's own `hardware` (what its spec asked for): that row of the hardware
+    table, else STUDY (the study's machine, whose measurements it holds) - for "measured" (the machine
+    the study ran on), and for a name no longer in the table."""
+    from depthwidth.machine import MEASURED, hardware_choice
+    from depthwidth.shapes.hardware import HARDWARE
+
     try:
-        return resolve_hardware(study.protocol.hardware or MEASURED)
+        choice = hardware_choice(study.protocol.hardware or MEASURED)
     except UserError:
-        return MEASURED
+        return STUDY
+    return choice if choice in HARDWARE else STUDY
 
 
 def trend_points(study: StudyData) -> list[TrendPoint]:
@@ -56,7 +61,7 @@ def build_report(
 ) -> Report:
     """Compute the report of `study` for `hardware` (default: the study's). `constraints` default to
     none (the recommendation is then the best loss, judged against noise)."""
-    hw = resolve_hardware(hardware) if hardware else default_hardware(study)
+    hw = resolve_target(hardware) if hardware else default_hardware(study)
     constraints = constraints or Constraints(hardware=hw)
     p = study.protocol
     targets = {}

@@ -44,7 +44,7 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     from depthwidth.report import study_plots as sp
     from depthwidth.report.probe_plots import plot_probes
     from depthwidth.report.study_tradeoff import plot_tradeoffs
-    from depthwidth.report.targets import MEASURED
+    from depthwidth.report.targets import STUDY
 
     s = report.study
     figures: list[Figure | None] = [
@@ -59,7 +59,7 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     if lr is None:
         notes.append("lr: no learning-rate trials to plot")
     trade_hw = report.hardware
-    if trade_hw == MEASURED:  # the profile the study's benches predicted with, else the table's CPU row
+    if trade_hw == STUDY:  # the profile the study's benches predicted with, else the table's CPU row
         from depthwidth.shapes.hardware import HardwareSpec
 
         trade_hw = HardwareSpec.from_dict(s.bench_hardware) if s.bench_hardware else "cpu"

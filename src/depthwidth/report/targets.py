@@ -4,13 +4,18 @@ otherwise, and always saying which.
 A bench run's measurement applies to the target when the target is the hardware it ran on: the
 device it measured on (`ShapeResult.bench_device`, "cpu" for results of before devices) is of the
 target's kind, and the target is the hardware name of the profile its predictions used, or both are
-a CPU ("cpu", "measured-cpu"), or the target is "measured" (the study's own machine). A CPU
+a CPU ("cpu", "measured-cpu"), or the target is `STUDY` (the study's own machine). A CPU
 measurement is never shown as measured for a GPU row (nor a GPU one for a CPU row); then the
 roofline of `depthwidth.shapes.latency.predict_decode` / `predict_prefill` for the target's
 `HardwareSpec` gives the number. A measurement is labelled with the device it was measured on
 ("measured on cpu", "measured on cuda:0"). Batch 1 throughout (the latency a single user sees).
 Predictions for a table row assume eager execution (`LatencyBreakdown.execution`), which the label
 says.
+
+A target is a row of `depthwidth.shapes.hardware.HARDWARE` or `STUDY` ("study": the machine the study
+measured on, whose measurements it holds; `resolve_target`). It is never `depthwidth.machine.MEASURED`:
+"measured" means the machine a command runs on (`depthwidth.machine.resolve_hardware`), which need
+not be the one the study ran on, so a report refuses it and names "study" instead.
 
 Memory ("serving", the default): weights plus the KV cache of one sequence at the context, in the
 serving dtype - `count_params(shape).total` x bytes per element + `kv_cache_bytes_per_token` x context
@@ -25,9 +30,15 @@ from dataclasses import dataclass
 
 from depthwidth.errors import UserError
 from depthwidth.machine import MEASURED
+from depthwidth.shapes.memory import KV_DTYPES
 from depthwidth.study.summary import ShapeResult
 
 MEMORY_KINDS = ("serving", "training")
+#: serving dtypes of the predictions and of serving memory: those with a storage size (weights and
+#: the KV cache are both kept in it)
+SERVING_DTYPES = KV_DTYPES
+#: the target "the study's machine": its own measurements, wherever the report is written
+STUDY = "study"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,24 +69,37 @@ class TargetEstimate:
                 "prompt_len": self.prompt_len}
 
 
-def resolve_hardware(name: str) -> str:
-    """The canonical target name: MEASURED (the study's own machine, whose measurements the study
-    holds), else the HARDWARE row name (`depthwidth.machine.hardware_choice`: aliases and case
-    resolved; UserError listing the choices). A profile path is refused: a report predicts for table
-    rows, and "measured" already stands for the machine the study measured."""
-    from depthwidth.machine import hardware_choice
-    from depthwidth.shapes.hardware import HARDWARE
+def resolve_target(value: str, *, argument: str = "hardware") -> str:
+    """The canonical target of a report or recommendation: STUDY ("study", any case: the study's own
+    machine), else the HARDWARE row name (`depthwidth.shapes.hardware.get_hardware`: aliases and case
+    resolved). Anything else is a one-line UserError naming `argument` and the choices; "measured"
+    (this machine's profile) and a profile file are refused: a report predicts for table rows, and
+    its measurements are the study's."""
+    from pathlib import Path
 
-    choice = hardware_choice(name, argument="hardware")
-    if choice != MEASURED and choice not in HARDWARE:
-        raise UserError(f"hardware {name!r}: a report's target is a row of `depthwidth hw list` or "
-                        f"{MEASURED!r} (the study's machine), not a profile file")
-    return choice
+    from depthwidth.machine import is_measured
+    from depthwidth.shapes.hardware import get_hardware
+
+    choices = f"a row of `depthwidth hw list` or {STUDY!r} (the study's own measurements, on the machine it ran on)"
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{argument}={value!r}: expected {choices}")
+    text = value.strip()
+    if text.lower() == STUDY:
+        return STUDY
+    if is_measured(text):
+        raise UserError(f"{argument} {value!r} means this machine's profile, which is not a report target; use "
+                        f"{argument} {STUDY} for the study's own measurements, or a row of `depthwidth hw list`")
+    try:
+        return get_hardware(text).name
+    except UserError as exc:
+        if text.lower().endswith(".json") or Path(text).expanduser().is_file():
+            raise UserError(f"{argument} {value!r}: a report's target is {choices}, not a profile file") from None
+        raise UserError(f"{argument}: {exc}; or {STUDY!r} (the study's own measurements)") from None
 
 
 def hardware_label(name: str) -> str:
-    """How a target is named in text: 'this machine' for the study's own measurements."""
-    return "the study's machine" if name == MEASURED else name
+    """How a target is named in text: "the study's machine" for the study's own measurements."""
+    return "the study's machine" if name == STUDY else name
 
 
 def device_kind_of(device: str | None) -> str:
@@ -85,8 +109,8 @@ def device_kind_of(device: str | None) -> str:
 
 
 def measured_applies(target: str, bench_hardware: str | None, bench_device: str | None = None) -> bool:
-    """Whether a bench run's measurements count for `target` (a `resolve_hardware` name), given the
-    name of the hardware its predictions used and the device it measured on: always for MEASURED
+    """Whether a bench run's measurements count for `target` (a `resolve_target` name), given the
+    name of the hardware its predictions used and the device it measured on: always for STUDY
     (they were taken on the study's machine); for a table row only when the row is of the measured
     device's kind, and the bench predicted for that row, or for "cpu" when it used a measured CPU
     profile (named "measured-cpu" by `depthwidth.machine.profile_to_hardware`)."""
@@ -94,7 +118,7 @@ def measured_applies(target: str, bench_hardware: str | None, bench_device: str 
 
     if bench_hardware is None:
         return False
-    if target == MEASURED:
+    if target == STUDY:
         return True
     if HARDWARE[target].kind != device_kind_of(bench_device):
         return False
@@ -125,7 +149,7 @@ def estimate_target(
 
     if memory not in MEMORY_KINDS:
         raise UserError(f"memory={memory!r} is not allowed; expected one of {', '.join(MEMORY_KINDS)}")
-    target = resolve_hardware(hardware)
+    target = resolve_target(hardware)
     shape = result.shape
     default_len = seq_len or shape.max_seq_len
     context = context or result.bench_context or default_len
@@ -140,7 +164,7 @@ def estimate_target(
     def pick(measured_ms, measured_len, want_len, predict) -> tuple[float | None, str]:
         if measured and measured_ms is not None and measured_len == want_len:
             return measured_ms, f"measured on {bench_device} (the study's machine)"
-        if target == MEASURED:
+        if target == STUDY:
             return None, "unavailable (not measured at this length)"
         return predict() * 1e3, f"predicted for {target} (eager)"
 
@@ -166,5 +190,5 @@ def estimate_target(
                           memory_source=memory_source, memory_kind=memory, context=context, prompt_len=prompt_len)
 
 
-__all__ = ["MEMORY_KINDS", "MEASURED", "TargetEstimate", "device_kind_of", "estimate_target", "hardware_label",
-           "measured_applies", "resolve_hardware"]
+__all__ = ["MEMORY_KINDS", "SERVING_DTYPES", "STUDY", "TargetEstimate", "device_kind_of", "estimate_target",
+           "hardware_label", "measured_applies", "resolve_target"]

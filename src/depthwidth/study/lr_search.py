@@ -33,7 +33,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-MODES = ("grid", "bracket", "transfer")
+#: what `[lr] search` may say: how a searched shape is tuned
+SEARCHES = ("grid", "bracket")
+MODES = (*SEARCHES, "transfer")
 #: parametrizations under which a learning rate tuned on one shape may be reused for the others
 TRANSFERS = ("mup", "completep", "depth-mup")
 #: learning rates proposed by the search are rounded to this many significant digits
@@ -227,5 +229,5 @@ def search_plan(lr, *, d_model: int) -> SearchPlan:
     return SearchPlan(initial=initial, max_trials=lr.max_trials, step=lr.step or default_step(initial))
 
 
-__all__ = ["Assessment", "GroupMode", "LR_RANGE", "MODES", "SMALLEST", "SearchPlan", "TRANSFERS", "assess", "default_step",
+__all__ = ["Assessment", "GroupMode", "LR_RANGE", "MODES", "SEARCHES", "SMALLEST", "SearchPlan", "TRANSFERS", "assess", "default_step",
            "group_mode", "next_lr", "parabola_vertex", "resolve_proxy", "round_lr", "search_plan", "transfer_seeds"]

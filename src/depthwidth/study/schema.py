@@ -95,11 +95,15 @@ def text(pattern: str | None = None, *, what: str = "a string") -> Checker:
 
 
 def choice(options: Sequence[str]) -> Checker:
+    """One of `options` (the owner's tuple, kept on the checker as `check.options`)."""
+    options = tuple(options)
+
     def check(value: Any) -> str:
         if value not in options:
             raise _Bad(f"expected one of {', '.join(repr(o) for o in options)}, got {_describe(value)}")
         return value
 
+    check.options = options  # type: ignore[attr-defined]
     return check
 
 

@@ -20,7 +20,8 @@ Sections (every key is optional unless marked):
                    `transfer_from = "<shape label>"` (or "smallest"): under mup/completep tune that shape
                    only and reuse its LR for the others, `transfer_seeds` seeds each
     [bench]        batch-1 prefill / decode latency and throughput of each shape (random weights)
-    [execution]    threads, workers, cpus_per_run, gpus_per_run, max_attempts - how to run, never what
+    [execution]    threads, workers, cpus_per_run, gpus_per_run, nproc_per_run, parallel, tp, max_attempts -
+                   how to run, never what (nproc, parallel and tp belong here, not in [train])
 Every shape of a study gets the same number of learning-rate trials, the same seeds and the same token
 budget per budget group; those are what makes the comparison fair (see `depthwidth.study.fairness`).
 """
@@ -38,10 +39,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
     import tomli as tomllib
 
+from depthwidth.artifact.config import stored_value
+from depthwidth.artifact.config import LIMITS as RUN_LIMITS, PARALLEL
+from depthwidth.bench.config import CPU_BENCH_DTYPES
 from depthwidth.errors import UserError
 from depthwidth.files import read_text
-from depthwidth.machine.profile import CPU_DTYPES
 from depthwidth.shapes.checks import check_one_budget
+from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, NORM_POSITIONS, POS_KINDS
+from depthwidth.study.lr_search import SEARCHES
 from depthwidth.study.spec_train import PLACED, TrainSpec, train_config, train_section  # noqa: F401 (re-exported)
 from depthwidth.study.schema import (
     SpecError,
@@ -65,14 +70,14 @@ NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelSpec:
-    ffn: str = checked(choice(("gelu", "relu", "swiglu")), "gelu", doc="MLP kind")
-    norm: str = checked(choice(("layernorm", "rmsnorm")), "layernorm")
-    bias: str = checked(choice(("none", "all", "qkv")), "none")
-    pos: str = checked(choice(("learned", "rope", "none")), "learned")
+    ffn: str = checked(choice(FFN_KINDS), "gelu", doc="MLP kind")
+    norm: str = checked(choice(NORM_KINDS), "layernorm")
+    bias: str = checked(choice(BIAS_KINDS), "none")
+    pos: str = checked(choice(POS_KINDS), "learned")
     max_seq_len: int | None = checked(optional(integer(1)), None, doc="default: data.seq_len")
     rope_theta: float = checked(number(0.0), 10000.0)
     parallel_residual: bool = checked(boolean, False)
-    norm_position: str = checked(choice(("pre", "post")), "pre")
+    norm_position: str = checked(choice(NORM_POSITIONS), "pre")
     final_norm: bool = checked(boolean, True)
     tie_embeddings: bool = checked(boolean, True)
     norm_eps: float = checked(number(0.0), 1e-5)
@@ -146,7 +151,7 @@ class LRSpec:
     reference_width: int | None = checked(optional(integer(1)), None)
     exponent: float = checked(number(0.0, inclusive=True), 1.0, doc="lr ~ width**-exponent")
     factors: tuple[float, ...] = checked(array(number(0.0), unique=True), (0.5, 1.0, 2.0))
-    search: str = checked(choice(("grid", "bracket")), "grid",
+    search: str = checked(choice(SEARCHES), "grid",
                           doc="grid: the values above; bracket: start there, extend and refine (lr_search)")
     max_trials: int | None = checked(optional(integer(1, 64)), None, doc="bracket: LRs per shape, every shape")
     step: float | None = checked(optional(number(1.0)), None, doc="bracket: extension ratio (default: the grid's)")
@@ -193,7 +198,7 @@ class BenchSpec:
                                                doc="cached tokens before a decode step; default: half the table")
     batches: tuple[int, ...] = checked(array(integer(1), unique=True), (1,))
     repeat: int = checked(integer(1), 5)
-    dtype: str = checked(choice(CPU_DTYPES), "fp32")  # the serving benchmark runs on the CPU
+    dtype: str = checked(choice(CPU_BENCH_DTYPES), "fp32")  # the serving benchmark runs on the CPU
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -205,9 +210,10 @@ class ExecutionSpec:
     cpus_per_run: int = checked(integer(1), 1, doc="Ray resources per run")
     gpus_per_run: float | None = checked(optional(number(0.0, inclusive=True)), None,
                                          doc="Ray GPUs per process of a run; default 1 when the cluster has GPUs, else 0")
-    nproc_per_run: int = checked(integer(1, 1 << 16), 1, doc="processes of one run (torch.distributed, one machine)")
-    parallel: str = checked(choice(("ddp", "fsdp")), "ddp", doc="how a run's processes share the model")
-    tp: int = checked(integer(1, 1 << 10), 1, doc="tensor-parallel ranks among a run's processes")
+    nproc_per_run: int = checked(integer(1, RUN_LIMITS["nproc"][0]), 1,
+                                 doc="processes of one run (torch.distributed, one machine): TrainConfig.nproc")
+    parallel: str = checked(choice(PARALLEL), "ddp", doc="how a run's processes share the model")
+    tp: int = checked(integer(1, RUN_LIMITS["tp"][0]), 1, doc="tensor-parallel ranks among a run's processes")
     max_attempts: int = checked(integer(1, 10), 2, doc="a failed run is retried until this many attempts")
 
 
@@ -361,7 +367,7 @@ def _check_lr(lr: LRSpec, *, train: TrainSpec, seeds) -> None:
 
     if lr.transfer_from is None:
         return
-    levels = [level.get("parametrization", train.get("parametrization") or "sp") for level in train.levels()]
+    levels = [level.get("parametrization", stored_value(train, "parametrization")) for level in train.levels()]
     if not any(p in TRANSFERS for p in levels):
         raise SpecError(f"transfer_from reuses one shape's learning rate, which only holds under a parametrization "
                         f"that transfers ({', '.join(TRANSFERS)}); this study trains under {', '.join(levels)} "

@@ -1,8 +1,8 @@
 """The [train] section of a study spec and the one conversion from a spec to a run's `TrainConfig`.
 
 [train] accepts any `TrainConfig` field that the spec does not set elsewhere (`PLACED`: the data
-fields live in [data], evaluation in [eval], the learning rate in [lr], the seed in `seeds`, threads in
-[execution]), so a field added to `TrainConfig` is accepted with no edit here; values are checked by
+fields live in [data], evaluation in [eval], the learning rate in [lr], the seed in `seeds`, threads and
+how a run spreads over processes (nproc, parallel, tp) in [execution]), so a field added to `TrainConfig` is accepted with no edit here; values are checked by
 `TrainConfig` itself. Two study conveniences are converted here and nowhere else: `tokens_per_param`
 (tokens = r * the budget's parameter target, applied by the expansion) and `min_lr_ratio`
 (min_lr = ratio * lr; default 0.1, which is TrainConfig's lr / 10).
@@ -26,7 +26,8 @@ from depthwidth.study.schema import SpecError, check_value, number
 #: TrainConfig fields that a spec sets outside [train], and where.
 PLACED = {"corpus": "data.corpus", "tokenizer": "data.tokenizer", "val_fraction": "data.val_fraction",
           "seq_len": "data.seq_len", "batch_size": "data.batch_size", "eval_every": "eval.every",
-          "eval_windows": "eval.windows", "lr": "lr", "seed": "seeds", "threads": "execution.threads"}
+          "eval_windows": "eval.windows", "lr": "lr", "seed": "seeds", "threads": "execution.threads",
+          "nproc": "execution.nproc_per_run", "parallel": "execution.parallel", "tp": "execution.tp"}
 #: TrainConfig fields a [train] section may give as an array of values: one budget group per value.
 FACTORS = ("parametrization",)
 #: Defaults a study uses where they differ from TrainConfig's: resume points for long studies.
@@ -110,7 +111,7 @@ def train_section(raw: Any, *, data, eval) -> TrainSpec:
                 raise SpecError("a factor is an array of distinct values", key=f"train.{key}")
             factors[key] = tuple(value)  # each value is checked by TrainConfig below
         elif key in PLACED:
-            raise SpecError(f"{key} is set by {PLACED[key]} in a study spec, not in [train]", key=f"train.{key}")
+            raise SpecError(_placed(key), key=f"train.{key}")
         elif key in known:  # TOML writes 1 for 1.0: a float field stores a float (the run id hashes it)
             floats = hints[key] is float or float in typing.get_args(hints[key])
             settings[key] = float(value) if floats and type(value) is int else value
@@ -125,6 +126,13 @@ def train_section(raw: Any, *, data, eval) -> TrainSpec:
     for level in spec.levels():
         train_config(data, eval, spec, lr=1.0, seed=0, budget=budget, overrides=level)
     return spec
+
+
+def _placed(key: str) -> str:
+    """Where a `PLACED` key goes instead of [train], in one line."""
+    section, _, name = PLACED[key].rpartition(".")
+    where = f": put it under [{section}]" + (f" as {name}" if name != key else "") if section else ""
+    return f"{key} is set by {PLACED[key]} in a study spec, not in [train]{where}"
 
 
 def train_config(data, eval, train: TrainSpec, *, lr: float, seed: int, budget: dict, threads: int | None = None,

@@ -13,7 +13,7 @@ from depthwidth.machine import check_dtype, check_fits, resolve_device as machin
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig
-from depthwidth.train.optim import run_multipliers
+from depthwidth.artifact.model import run_multipliers
 
 
 def resolve_device(config: TrainConfig) -> torch.device:
@@ -24,10 +24,7 @@ def resolve_device(config: TrainConfig) -> torch.device:
 
 
 def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device: torch.device) -> None:
-    if config.dtype == "fp16":
-        if device.type == "cpu":
-            raise UserError("dtype='fp16' is refused on CPU (about 1 GFLOP/s there); use dtype='bf16' or 'fp32'")
-        raise UserError("dtype='fp16' needs loss scaling, which this trainer does not do; use dtype='bf16'")
+    # (fp16 never gets here: `TrainConfig` offers fp32 and bf16 only, `artifact.config.DTYPES`)
     check_dtype(config.dtype, device=device, allowed=config.allow_slow_dtype)
     if config.seq_len > shape.max_seq_len:
         raise UserError(
