@@ -3,15 +3,25 @@ under the longer SLOW_TEST_TIMEOUT_S, so one hung test fails alone and the rest 
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from conftest import SLOW_TEST_TIMEOUT_S
-
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _root_conftest():
+    """tests/conftest.py itself (`import conftest` would find whichever conftest was imported first)."""
+    spec = importlib.util.spec_from_file_location("depthwidth_root_conftest", ROOT / "tests" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SLOW_TEST_TIMEOUT_S = _root_conftest().SLOW_TEST_TIMEOUT_S
 
 
 def test_every_test_has_a_limit_well_under_the_ci_budget(request):
