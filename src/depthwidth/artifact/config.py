@@ -20,7 +20,9 @@ from depthwidth.shapes.checks import check_int, check_number
 from depthwidth.shapes.parametrization import PARAMETRIZATIONS
 from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS
 
-SCHEDULES = ("cosine", "linear", "constant")
+SCHEDULES = ("cosine", "linear", "constant", "wsd")
+#: how a WSD run's learning rate falls in its cooldown (`lr_at`); "1-sqrt" is Hägele et al. 2024's best
+DECAY_SHAPES = ("1-sqrt", "linear", "cosine")
 #: what a run trains in (`dtype`, and `cuda_dtype` on CUDA): fp32, or bf16 autocast. Not fp16: it needs
 #: loss scaling, which this trainer does not do (fp16 is a serving-benchmark variant, CUDA only).
 DTYPES = ("fp32", "bf16")
@@ -85,7 +87,15 @@ class TrainConfig:
     lr: float = setting(1e-3, "peak learning rate", group="optimizer")
     min_lr: float | None = setting(None, "final learning rate (default lr/10)", group="optimizer")
     warmup: int = setting(0, "linear warmup steps", group="optimizer", metavar="STEPS")
-    schedule: str = setting("cosine", "learning-rate decay after warmup", group="optimizer", choices=SCHEDULES)
+    schedule: str = setting("cosine", "learning-rate decay after warmup (wsd: constant, then a cooldown)",
+                            group="optimizer", choices=SCHEDULES)
+    decay_fraction: float = setting(0.2, "wsd: the share of the steps spent in the final cooldown",
+                                    group="optimizer")
+    decay_shape: str = setting("1-sqrt", "wsd: the cooldown's shape", group="optimizer", choices=DECAY_SHAPES)
+    horizons: tuple[float, ...] | None = setting(
+        None, "wsd: fractions of the run's steps, the last 1 (e.g. 0.25,0.5,1): each earlier one is a cooldown "
+        "branched from the constant-LR run, with the loss of a run of that length", group="budget",
+        metavar="F,F,...")
     beta1: float = setting(0.9, "AdamW beta1", group="optimizer")
     beta2: float = setting(0.95, "AdamW beta2", group="optimizer")
     eps: float = setting(1e-8, "AdamW epsilon", group="optimizer")
@@ -171,6 +181,7 @@ class TrainConfig:
             check_int(name, getattr(self, name), 0, *LIMITS[name])
         if self.warmup >= self.total_steps and self.warmup:
             raise UserError(f"warmup={self.warmup} must be fewer than the {self.total_steps} training steps")
+        self._check_schedule()
         for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("attn_impl", ATTN_IMPLS),
                               ("parametrization", PARAMETRIZATIONS), ("parallel", PARALLEL)):
             if getattr(self, name) not in allowed:
@@ -198,6 +209,42 @@ class TrainConfig:
         if self.peak_flops is not None:
             check_number("peak_flops", self.peak_flops)
 
+    def _check_schedule(self) -> None:
+        """The WSD fields: a cooldown share in (0, 1], a known shape, horizons only under wsd."""
+        if self.schedule != "wsd":
+            for name in ("decay_fraction", "decay_shape", "horizons"):
+                if getattr(self, name) != _DEFAULTS[name]:
+                    raise UserError(f"{name}={getattr(self, name)!r} needs schedule='wsd' (it is {self.schedule!r})")
+            return
+        check_number("decay_fraction", self.decay_fraction)
+        if not self.decay_fraction <= 1:
+            raise UserError(f"decay_fraction={self.decay_fraction!r} must be in (0, 1]")
+        if self.decay_shape not in DECAY_SHAPES:
+            raise UserError(f"decay_shape={self.decay_shape!r} is not allowed; expected one of {', '.join(DECAY_SHAPES)}")
+        if self.warmup + decay_steps(self.total_steps, self.decay_fraction) > self.total_steps:
+            raise UserError(f"warmup={self.warmup} and a cooldown of {decay_steps(self.total_steps, self.decay_fraction)}"
+                            f" steps do not fit in {self.total_steps} steps")
+        if self.horizons is None:
+            return
+        values = self.horizons
+        if not isinstance(values, (list, tuple)) or not values or len(values) > MAX_HORIZONS or not all(
+                isinstance(h, (int, float)) and not isinstance(h, bool) for h in values):
+            raise UserError(f"horizons={values!r} must be a list of at most {MAX_HORIZONS} fractions, the last 1")
+        values = tuple(float(h) for h in values)
+        if list(values) != sorted(set(values)) or not 0 < values[0] or values[-1] != 1.0:
+            raise UserError(f"horizons={list(values)} must increase strictly within (0, 1] and end at 1")
+        main_start = self.total_steps - decay_steps(self.total_steps, self.decay_fraction)
+        for h in values[:-1]:
+            steps = horizon_steps(self.total_steps, h)
+            start = steps - decay_steps(steps, self.decay_fraction)
+            if steps <= self.warmup or not 1 <= start <= main_start:
+                raise UserError(f"horizons: {h:g} of {self.total_steps} steps is {steps} steps, too short for a "
+                                f"branch with warmup={self.warmup} and decay_fraction={self.decay_fraction:g} (it "
+                                "needs more steps than the warmup and at least one step before its cooldown)")
+        if len({horizon_steps(self.total_steps, h) for h in values}) != len(values):
+            raise UserError(f"horizons={list(values)} round to the same step count at {self.total_steps} steps")
+        object.__setattr__(self, "horizons", values)
+
     # ---- derived ---------------------------------------------------------------------------
     @property
     def tokens_per_step(self) -> int:
@@ -223,7 +270,8 @@ class TrainConfig:
 
     # ---- conversion ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON values (`horizons` as a list, as it reads back from JSON)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -249,7 +297,7 @@ class TrainConfig:
 #: while at their default, so every earlier run keeps its hash. `init_from` names a folder; the trainer
 #: and the study add that folder's content hash (`depthwidth.hf.weights.content_hash`) to the identity.
 OMITTED_AT_DEFAULT = ("init_from", "parametrization", "base_width", "base_depth", "compile", "deterministic",
-                      "nproc", "parallel", "tp", "reshard", "cuda_dtype")
+                      "nproc", "parallel", "tp", "reshard", "cuda_dtype", "decay_fraction", "decay_shape", "horizons")
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 
@@ -275,14 +323,45 @@ NON_NUMERIC_FIELDS = ("cache_dir", "checkpoint_every", "peak_flops", "allow_slow
 EXECUTION_FIELDS = (*NON_NUMERIC_FIELDS, "threads", "nproc", "parallel", "tp", "reshard")
 
 
+#: the most horizons one run may branch (each is a cooldown run of its own)
+MAX_HORIZONS = 16
+
+
+def decay_steps(total_steps: int, fraction: float) -> int:
+    """Steps of a WSD run's cooldown: `fraction` of the run, rounded, at least 1."""
+    return max(1, round(fraction * total_steps))
+
+
+def horizon_steps(total_steps: int, fraction: float) -> int:
+    """Steps of the run that horizon `fraction` stands for (rounded, at least 1)."""
+    return max(1, round(fraction * total_steps))
+
+
+def cooldown_start(config: TrainConfig) -> int:
+    """The first step of a WSD run's cooldown (every step before it, after the warmup, is at `lr`)."""
+    return config.total_steps - decay_steps(config.total_steps, config.decay_fraction)
+
+
 def lr_at(config: TrainConfig, step: int) -> float:
     """Learning rate of `step` (0-based): linear warmup over `warmup` steps to `lr`
     ((step + 1) / warmup), then cosine (Loshchilov & Hutter 2017), linear or constant decay
-    reaching `final_lr` at the last step."""
+    reaching `final_lr` at the last step; or WSD (warmup-stable-decay: Hu et al. 2024, MiniCPM, arXiv
+    2404.06395; Hägele et al. 2024, arXiv 2405.18392): `lr` until the last `decay_fraction` of the steps,
+    then a cooldown to `final_lr` whose progress p = (step - start + 1) / decay steps reaches 1 at the last
+    step, shaped as "linear" (1 - p), "cosine" ((1 + cos(pi p)) / 2) or "1-sqrt" (1 - sqrt(p), Hägele et al.'s
+    eq. for the cooldown that beat linear). The stable phase of a WSD run does not depend on its length, so
+    a shorter run's cooldown can branch from a longer run's checkpoint (`horizons`)."""
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
     if config.schedule == "constant":
         return config.lr
+    if config.schedule == "wsd":
+        start = cooldown_start(config)
+        if step < start:
+            return config.lr
+        p = min(1.0, (step - start + 1) / (config.total_steps - start))
+        fall = {"linear": p, "cosine": 0.5 * (1.0 - math.cos(math.pi * p)), "1-sqrt": math.sqrt(p)}
+        return config.lr - (config.lr - config.final_lr) * fall[config.decay_shape]
     span = config.total_steps - 1 - config.warmup
     progress = min(1.0, (step - config.warmup) / span) if span > 0 else 1.0
     low = config.final_lr

@@ -85,6 +85,10 @@ class TrainResult:
     comm: dict[str, Any] = field(default_factory=dict)
     comm_fraction: float | None = None
     schema: int = RESULT_SCHEMA
+    #: a WSD run with `horizons`: one entry per horizon (`train.horizons.horizon_entry`: fraction, steps,
+    #: tokens, the step its cooldown branched at, status, validation loss overall and by slice, seconds);
+    #: the last is the run itself. Left out of the dict when empty, so other results keep their bytes.
+    horizons: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -96,7 +100,10 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types; a NaN or infinite loss (in the curve of a diverged run) becomes None."""
-        return json_safe(asdict(self))
+        out = json_safe(asdict(self))
+        if not out["horizons"]:
+            del out["horizons"]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainResult:

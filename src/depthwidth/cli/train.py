@@ -85,6 +85,14 @@ def add_config_flags(groups: dict, *, into: dict | None = None) -> None:
 
 
 def _parse_as(kind: type, name: str):
+    if typing.get_origin(kind) is tuple:  # tuple[float, ...]: comma-separated values
+        item = _parse_as(typing.get_args(kind)[0], name)
+
+        def parse_list(text: str):
+            return tuple(item(part.strip()) for part in text.split(","))
+
+        parse_list.__name__ = f"a comma-separated list of {item.__name__.removeprefix('a ').removeprefix('an ')}s"
+        return parse_list
     what = {int: "an integer", float: "a number", str: "a string"}[kind]
 
     def parse(text: str):

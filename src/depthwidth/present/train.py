@@ -12,6 +12,10 @@ def result_rows(result) -> list[tuple[str, str]]:
             ("val loss (nats/token)", or_dash(result.val_loss, ".4f"))]
     if len(result.val_loss_by_slice) > 1:
         rows += [(f"  slice {k}", or_dash(v, ".4f")) for k, v in result.val_loss_by_slice.items()]
+    for h in result.horizons:  # a WSD run's cooldown branches, then the run itself
+        where = f"cooldown from step {integer(h['branched_at'])}" if h["branched_at"] is not None else "the run"
+        rows.append((f"  horizon {h['fraction']:g}", f"{or_dash(h['val_loss'], '.4f')} at {integer(h['tokens'])} "
+                                                    f"tokens ({where})"))
     rows.append(("val loss by position", " ".join(or_dash(v, ".3f") for v in result.val_loss_by_position)))
     for probe, by_difficulty in result.probe_accuracy.items():
         rows.append((f"  probe {probe} accuracy", "  ".join(f"{d}: {percent(a)}" for d, a in by_difficulty.items())))

@@ -17,7 +17,9 @@ loop (e.g. out of memory) returns status "failed" - neither raises, so a study c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -32,7 +34,8 @@ from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig, lr_at
-from depthwidth.artifact.folder import ERROR, RESULT
+from depthwidth.artifact import checkpoint as ckpt
+from depthwidth.artifact.folder import CHECKPOINT, ERROR, RESULT
 from depthwidth.artifact.model import build_model
 from depthwidth.artifact.records import CheckpointMeta, CurvePoint, EvalPoint
 from depthwidth.artifact.state import TrainState, save_state
@@ -40,6 +43,7 @@ from depthwidth.files import write_json
 from depthwidth.train import dist_checkpoint
 from depthwidth.train.distributed import check_parallel, join, under_launcher
 from depthwidth.train.evaluate import evaluate, position_buckets
+from depthwidth.train.horizons import branch_dir, branches, check_horizons, with_horizons
 from depthwidth.train.init_from import check_resumed_init, read_init
 from depthwidth.train.comm_meter import comm_fields
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
@@ -70,6 +74,7 @@ def train(
                                test_fraction=config.test_fraction, cache_dir=cache_dir)
     check_compatible(shape, config, dataset, device)
     check_parallel(config, shape)
+    check_horizons(config)
     if config.nproc > 1 and not under_launcher():  # start the run's processes (train/launch.py); rank 0's result
         from depthwidth.train.launch import spawn  # (its ranks run train/rank.py, which imports this module)
 
@@ -93,19 +98,31 @@ def train(
             ctx.barrier()  # every rank has read the folder before rank 0 writes to it
         if ctx is None or ctx.writer:
             prepare_run_dir(run_dir, shape=shape, config=config, dataset=dataset)
+    scratch = tempfile.TemporaryDirectory(prefix="dw-horizons-") if config.horizons and run_dir is None else None
+    branch_root = run_dir if scratch is None else Path(scratch.name)  # where the cooldown branches live
     try:
-        with execution_settings(config, device) as threads, speed.device_settings(config, device):
-            return _Run(shape, config, dataset=dataset, stream=stream, eval_slices=eval_slices, device=device,
-                        threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress,
-                        init=init, dist=ctx).run(payload, resumes)
+        try:
+            with execution_settings(config, device) as threads, speed.device_settings(config, device):
+                result = _Run(shape, config, dataset=dataset, stream=stream, eval_slices=eval_slices, device=device,
+                              threads=threads, cache_dir=cache_dir, run_dir=run_dir, progress=progress,
+                              init=init, dist=ctx, branch_root=branch_root).run(payload, resumes)
+        finally:
+            if ctx is not None:
+                ctx.close()
+        if config.horizons and result.completed:
+            result = with_horizons(train, shape, config, result, root=branch_root, dataset=dataset,
+                                   progress=progress)
+            if run_dir is not None:
+                write_json(run_dir / RESULT, result.to_dict())
+        return result
     finally:
-        if ctx is not None:
-            ctx.close()
+        if scratch is not None:
+            scratch.cleanup()
 
 
 class _Run:
     def __init__(self, shape, config, *, dataset, stream, eval_slices, device, threads, cache_dir, run_dir, progress,
-                 init=None, dist=None):
+                 init=None, dist=None, branch_root=None):
         self.shape, self.config, self.dataset, self.stream, self.init = shape, config, dataset, stream, init
         self.dist = dist  # DistContext of a multi-process run
         self.eval_slices, self.device, self.threads = eval_slices, device, threads
@@ -126,6 +143,8 @@ class _Run:
         self.feeder = speed.BatchFeeder(stream, device, self.steps)
         self.start = 0  # the first step this process runs (its first WARMUP_STEPS are warm-up)
         self.resumes: list[str] = []  # where and why this run continued (see run_dir.check_resumable)
+        self.branches = branches(config)  # {step: [(horizon, its config)]}: cooldowns that branch off there
+        self.branch_root = branch_root
         self.state: TrainState | None = None  # model, optimizer, device and meta: built by _build
         self.model = self.forward = None  # state.model as the loop uses it; the (compiled) training forward
         self.params: list[torch.nn.Parameter] = []
@@ -231,8 +250,9 @@ class _Run:
             do_eval = self.config.eval_every and (step + 1) % self.config.eval_every == 0 and not last
             do_ckpt = (self.run_dir is not None and self.config.checkpoint_every
                        and (step + 1) % self.config.checkpoint_every == 0 and not last)
+            do_branch = step + 1 in self.branches
             warm = step - start < speed.WARMUP_STEPS  # timed alone, left out of tokens/s
-            if len(pending) >= flush_every or warm or last or do_eval or do_ckpt:
+            if len(pending) >= flush_every or warm or last or do_eval or do_ckpt or do_branch:
                 diverged_at = self._flush(pending, t_group, tokens_per_step)
                 pending = []
                 if diverged_at is not None:
@@ -241,6 +261,8 @@ class _Run:
                     self._eval(step + 1, full=False)
                 if do_ckpt:
                     self._save(step + 1)
+                if do_branch:
+                    self._branch(step + 1)
                 t_group = (time.perf_counter(), time.process_time())
         outcome = self._eval(self.steps, full=True)
         probes = self._probes()
@@ -312,6 +334,17 @@ class _Run:
             return dist_checkpoint.save(self.state, run_dir=self.run_dir, ctx=self.dist, final=step == self.steps)
         save_state(self.run_dir, self.state)
 
+    def _branch(self, step: int) -> None:
+        """Leave, for each horizon whose cooldown starts after `step` steps, a checkpoint recorded as that
+        shorter run's own (its config; its curve and evaluations so far are this run's), in its folder."""
+        for fraction, branch in self.branches[step]:
+            folder = branch_dir(self.branch_root, fraction)
+            prepare_run_dir(folder, shape=self.shape, config=branch, dataset=self.dataset)
+            meta = dataclasses.replace(self._meta(step), config=branch.to_dict(),
+                                       resumes=[f"branched at step {step} from the run of {self.steps} steps"])
+            ckpt.save_checkpoint(folder / CHECKPOINT, model=self.model, optimizer=self.optimizer, device=self.device,
+                                 meta=meta.to_dict())
+
     def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
         cfg = self.config
         buckets = position_buckets(cfg.seq_len)
@@ -378,7 +411,8 @@ class _Run:
         if self.progress is not None:
             self.progress(TrainProgress(phase="done", step=len(self.curve), steps=self.steps, loss=None,
                                         tokens_per_s=tokens_per_s, eta_s=0.0, val_loss=result.val_loss))
-        if self.run_dir is not None and (self.dist is None or self.dist.writer):
+        deferred = status == "completed" and bool(self.config.horizons)  # written once the branches are done
+        if self.run_dir is not None and (self.dist is None or self.dist.writer) and not deferred:
             write_json(self.run_dir / (ERROR if status == "failed" else RESULT), result.to_dict())
         return result
 
