@@ -28,6 +28,10 @@ PLACED = {"corpus": "data.corpus", "tokenizer": "data.tokenizer", "val_fraction"
           "seq_len": "data.seq_len", "batch_size": "data.batch_size", "eval_every": "eval.every",
           "eval_windows": "eval.windows", "lr": "lr", "seed": "seeds", "threads": "execution.threads",
           "nproc": "execution.nproc_per_run", "parallel": "execution.parallel", "tp": "execution.tp"}
+#: TrainConfig fields a study cannot use yet, and why (the run would train what the study never reads).
+NOT_IN_STUDIES = {"horizons": "a study does not read a run's cooldown branches yet (its store keeps one result "
+                              "per run); give each budget its own tokens, or train horizons with `depthwidth train "
+                              "--schedule wsd --horizons ...`"}
 #: TrainConfig fields a [train] section may give as an array of values: one budget group per value.
 FACTORS = ("parametrization",)
 #: Defaults a study uses where they differ from TrainConfig's: resume points for long studies.
@@ -112,6 +116,8 @@ def train_section(raw: Any, *, data, eval) -> TrainSpec:
             factors[key] = tuple(value)  # each value is checked by TrainConfig below
         elif key in PLACED:
             raise SpecError(_placed(key), key=f"train.{key}")
+        elif key in NOT_IN_STUDIES:
+            raise SpecError(NOT_IN_STUDIES[key], key=f"train.{key}")
         elif key in known:  # TOML writes 1 for 1.0: a float field stores a float (the run id hashes it)
             floats = hints[key] is float or float in typing.get_args(hints[key])
             settings[key] = float(value) if floats and type(value) is int else value
