@@ -26,6 +26,7 @@ from depthwidth.artifact.config import TrainConfig
 from depthwidth.artifact.load import load_trained
 from depthwidth.errors import UserError
 from depthwidth.hf.arch import choose_arch, hf_config
+from depthwidth.hf.fold import fold_multipliers
 from depthwidth.hf.harness import write_harness_tasks
 from depthwidth.hf.layout import expected_state, to_hf_state
 from depthwidth.hf.tokenizer import tokenizer_files
@@ -135,20 +136,21 @@ def export_model(state: dict, shape: Shape, *, tokenizer, out_dir: str | os.Path
 
 
 def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwrite: bool = False) -> ExportResult:
-    """Export the latest checkpoint of a run folder written by `depthwidth train` (or a study's run)."""
+    """Export the latest checkpoint of a run folder written by `depthwidth train` (or a study's run). A muP,
+    CompleteP or depth-muP run's forward multipliers are folded into the weights (`depthwidth.hf.fold`), so
+    the class computes its logits; config.json records what was folded under "depthwidth"."""
     run = load_trained(Path(run_dir))
     if run.config is None:
         raise UserError(f"{run.checkpoint} records no train config, so its tokenizer cannot be rebuilt; export a "
                         "run folder written by depthwidth train")
-    if not run.multipliers.is_sp:  # its multipliers (residual, logit, 1/head_dim attention) are not in the weights
-        raise UserError(f"{run_dir}: parametrization={run.config.parametrization!r} runs cannot be exported yet "
-                        "(their forward multipliers are not folded into the weights); only sp runs export")
+    choose_arch(run.shape)  # a shape no class holds is refused before the multipliers are looked at
+    folded = fold_multipliers(run.model.state_dict(), run.shape, run.multipliers)  # muP/CompleteP: in the weights
     config = run.config
     tokenizer = run_tokenizer(config, dataset_hash=run.meta.dataset_hash)
     probes = tuple(s for s in config.corpus.split("+") if s.startswith("probe:"))
     record = {"run": {"folder": str(run.folder.resolve()), "step": run.step, "config": run.meta.config,
-                      "dataset_hash": run.meta.dataset_hash}}
-    return export_model(run.model.state_dict(), run.shape, tokenizer=tokenizer, out_dir=out_dir,
+                      "dataset_hash": run.meta.dataset_hash}, "parametrization": folded.record}
+    return export_model(folded.state, run.shape, tokenizer=tokenizer, out_dir=out_dir,
                         dropout=config.dropout, record=record, probes=probes, overwrite=overwrite,
                         source=str(run_dir), step=run.step, finished=run.finished)
 
