@@ -16,19 +16,23 @@ from depthwidth.study.expand import DataInfo, expand
 from depthwidth.study.run_config import train_config_of
 from depthwidth.study.schema import SpecError
 from depthwidth.study.spec import PLACED, parse_spec
+from depthwidth.study.spec_train import NOT_IN_STUDIES
 from depthwidth.artifact.config import EXECUTION_FIELDS, TrainConfig
 
 #: a value different from the default for every field (tokens sets the budget; steps stays None)
 SAMPLE = dict(
     corpus="python-docs", tokenizer="char", val_fraction=0.2, test_fraction=0.05, seq_len=64, batch_size=8,
     micro_batch=4, cache_dir="/tmp/depthwidth-cache-x", init_from="/tmp/depthwidth-hf-model-x", steps=None, tokens=8 * 64 * 20, lr=2e-3, min_lr=3e-4,
-    warmup=3, schedule="linear", beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.05, decay_embeddings=True,
+    warmup=3, schedule="wsd", decay_fraction=0.3, decay_shape="linear", horizons=(0.5, 1.0), beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.05, decay_embeddings=True,
     grad_clip=0.5, dropout=0.1, dtype="bf16", device="cpu", threads=1, attn_impl="eager", seed=7, eval_every=5,
     eval_windows=3, checkpoint_every=10, diverge_factor=3.0, peak_flops=1e12,
     parametrization="completep", base_width=64, base_depth=2, deterministic=True, compile=True,
     allow_slow_dtype=True, nproc=2, parallel="fsdp", tp=2, reshard=False, cuda_dtype="fp32",
 )
 WANT = TrainConfig(**SAMPLE)
+#: what a study spec can set: every field but those a study does not read yet (`NOT_IN_STUDIES`)
+SPEC_SAMPLE = {k: v for k, v in SAMPLE.items() if k not in NOT_IN_STUDIES}
+SPEC_WANT = TrainConfig(**SPEC_SAMPLE)
 
 
 def test_the_sample_covers_every_field_with_a_non_default():
@@ -43,7 +47,7 @@ def _argv() -> list[str]:
         if value is None:
             continue
         argv += ([flag(name)] if value is True else ["--no-" + flag(name)[2:]] if value is False
-                 else [flag(name), str(value)])
+                 else [flag(name), ",".join(map(str, value)) if isinstance(value, tuple) else str(value)])
     return argv
 
 
@@ -76,24 +80,24 @@ def _spec_text(sample: dict) -> str:
 def test_every_field_from_a_study_spec(monkeypatch):
     # init_from names a model folder whose content hash is part of the run's identity
     monkeypatch.setattr("depthwidth.hf.weights.content_hash", lambda path: f"hash of {path}")
-    spec = parse_spec(_spec_text(SAMPLE), source="every.toml")
+    spec = parse_spec(_spec_text(SPEC_SAMPLE), source="every.toml")
     runs = expand(spec, data=DataInfo(corpus_hash="c0ffee", vocab_size=256, train_tokens=10**6)).train_runs
     assert len(runs) == 1
-    assert runs[0].config["init_hash"] == f"hash of {SAMPLE['init_from']}"
+    assert runs[0].config["init_hash"] == f"hash of {SPEC_SAMPLE['init_from']}"
     execution = {k: v for k, v in spec.execution_settings().items() if k in EXECUTION_FIELDS}
-    assert train_config_of(runs[0].config, threads=spec.execution.threads, **execution) == WANT
+    assert train_config_of(runs[0].config, threads=spec.execution.threads, **execution) == SPEC_WANT
     # what the executor sets is not part of the run's identity
     assert not set(EXECUTION_FIELDS) & set(runs[0].config["train"])
 
 
 def test_a_field_set_elsewhere_in_a_spec_is_refused_in_train():
-    text = _spec_text(SAMPLE).replace("[train]\n", "[train]\nseq_len = 32\n", 1)
+    text = _spec_text(SPEC_SAMPLE).replace("[train]\n", "[train]\nseq_len = 32\n", 1)
     with pytest.raises(SpecError, match=r"train.seq_len: seq_len is set by data.seq_len"):
         parse_spec(text, source="every.toml")
 
 
 def test_a_bad_value_in_train_names_its_key_and_line():
-    text = _spec_text(SAMPLE).replace("eps = 1e-06", "eps = -1.0")
+    text = _spec_text(SPEC_SAMPLE).replace("eps = 1e-06", "eps = -1.0")
     with pytest.raises(SpecError) as info:
         parse_spec(text, source="every.toml")
     assert info.value.key == "train.eps" and "eps=-1.0 must be a finite number > 0" in str(info.value)
