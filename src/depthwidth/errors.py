@@ -12,4 +12,15 @@ class UserError(ValueError):
     """A mistake in the input (not a bug): its message is one line naming what is wrong and what is allowed."""
 
 
-__all__ = ["UserError"]
+#: the most characters of a string read from a user's file that a message echoes
+ECHO_CHARS = 200
+
+
+def echo(text: object, limit: int = ECHO_CHARS) -> str:
+    """`text` as a message echoes it: cut to `limit` characters, "..." marking the cut (a hostile file's
+    string is not worth a page). `depthwidth.shapes.checks.shown` is the same for a value's repr."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+__all__ = ["ECHO_CHARS", "UserError", "echo"]

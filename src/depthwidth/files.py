@@ -2,8 +2,10 @@
 study spec): every way such a file can be wrong is one `UserError` naming it, and nothing is read
 without a bound.
 
-- missing: `FileNotFoundError`; a folder, a device or a pipe (`/dev/null`, `/dev/zero`): "not a
-  regular file" (a device can be endless);
+- missing: `FileNotFoundError`; a folder, a device or a pipe (`/dev/null`, `/dev/zero`, a FIFO): "not
+  a regular file", naming what it is (`file_kind`; a device can be endless, a FIFO never ends). The file
+  is opened without blocking and checked on the open descriptor, so a FIFO put in its place after the
+  check cannot hang the reader;
 - larger than the caller's `max_bytes`: refused before it is read;
 - not UTF-8, not valid JSON, a number beyond Python's 4300-digit conversion limit, or nesting deep
   enough to exhaust the parser's recursion: one line naming the file (and the line and column).
@@ -12,14 +14,22 @@ Writing is atomic everywhere (`atomic_write`, `write_text`, `write_json`): the b
 file in the same folder, are flushed to the disk (fsync), and the file is renamed over the target, so a
 reader (or a resume after a crash) sees the old file or the new one, never half of one. Every writer of
 the package (run folders, checkpoints, safetensors, profiles, study records, reports) uses them.
+A folder of several files (an exported model, a report) is written through `staged_folder`: into a
+temporary folder inside the target, so on the target's own filesystem (a mount point included), moved
+in at the end; a failure (a full disk, a read-only target) removes everything it wrote and is one
+`UserError` naming the target and the system's reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import stat
+import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from depthwidth.errors import UserError
 
@@ -27,14 +37,40 @@ from depthwidth.errors import UserError
 MAX_CONFIG_BYTES = 16 * 1024**2
 
 
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind_of_mode(mode: int) -> str | None:
+    """What a `st_mode` is when it is not a regular file ("a folder", "a character device", ...); None
+    for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def file_kind(path: str | os.PathLike) -> str | None:
+    """What `path` is when it is not a regular file (links followed): "missing", "a broken symbolic
+    link", "a folder", "a character device", "a FIFO (named pipe)", ...; None for a regular file."""
+    try:
+        return kind_of_mode(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else "missing"
+    except NotADirectoryError:
+        return "missing"
+
+
 def read_text(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_CONFIG_BYTES) -> str:
     """The UTF-8 text of the regular file `path` (`what` names it in errors, e.g. "config")."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such {what} file")
-    if not p.is_file():
-        raise UserError(f"{p}: not a regular file; expected a {what} file")
-    with open(p, "rb") as fh:
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once, and is refused below
+    kind = kind_of_mode(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise UserError(f"{p}: {kind}, not a regular file; expected a {what} file")
+    with open(fd, "rb", closefd=True) as fh:
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise UserError(f"{p}: too large for a {what} file (more than {max_bytes:,} bytes)")
@@ -67,7 +103,8 @@ def read_json_object(path: str | os.PathLike, *, what: str, max_bytes: int = MAX
     return data
 
 
-__all__ = ["MAX_CONFIG_BYTES", "loads", "read_json", "read_json_object", "read_text"]
+__all__ = ["MAX_CONFIG_BYTES", "STAGING_PREFIX", "atomic_write", "file_kind", "is_staging", "kind_of_mode", "loads",
+           "read_json", "read_json_object", "read_text", "staged_folder", "write_json", "write_text"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *, previous: Path | None = None) -> Path:
@@ -98,3 +135,76 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 def write_json(path: str | os.PathLike, obj: Any, *, indent: int = 1) -> Path:
     """Write `obj` as JSON (NaN refused) to `path` atomically."""
     return write_text(path, json.dumps(obj, indent=indent, allow_nan=False))
+
+
+#: the name start of `staged_folder`'s temporary folder (followed by the writer's process id)
+STAGING_PREFIX = ".depthwidth-partial-"
+
+
+def is_staging(path: Path) -> bool:
+    """`path` is the temporary folder of a `staged_folder` (a leftover when its writer was killed)."""
+    return path.name.startswith(STAGING_PREFIX)
+
+
+def _writer_alive(path: Path) -> bool:
+    pid = path.name[len(STAGING_PREFIX):].split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _missing_ancestors(folder: Path) -> list[Path]:
+    """`folder` and its ancestors that do not exist yet, deepest first."""
+    out = []
+    while not folder.exists() and folder != folder.parent:
+        out.append(folder)
+        folder = folder.parent
+    return out
+
+
+def _move_into(tmp: Path, out: Path) -> None:
+    for item in sorted(tmp.iterdir()):
+        dest = out / item.name
+        if dest.is_dir() and not dest.is_symlink():
+            shutil.rmtree(dest)
+        elif item.is_dir() and (dest.exists() or dest.is_symlink()):
+            dest.unlink()
+        os.replace(item, dest)
+
+
+@contextlib.contextmanager
+def staged_folder(out: str | os.PathLike, *, what: str) -> Iterator[Path]:
+    """A temporary folder inside `out` (created when missing) to write `what` ("the model", "the report")
+    into. When the block ends, its entries replace those of the same names in `out` (renames on one
+    filesystem: no copy, nothing half-written under a final name); when it fails, the temporary folder
+    and any folder created for it are removed, so nothing of the attempt is left, and an `OSError` of
+    the writing (a full disk, a read-only or unwritable target) becomes one `UserError` naming `out`
+    and the system's reason. Temporary folders of writers that were killed are removed first."""
+    out = Path(out)
+    created = _missing_ancestors(out)
+    tmp: Path | None = None
+    done = False
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in [p for p in out.iterdir() if is_staging(p) and p.is_dir() and not _writer_alive(p)]:
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=out))
+        yield tmp
+        _move_into(tmp, out)
+        done = True
+    except OSError as exc:
+        reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__)
+        raise UserError(f"{out}: cannot write {what} ({reason}); nothing of it was left there") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not done:
+            for folder in created:  # deepest first; rmdir removes only the ones still empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sqlite3
 
 import pytest
@@ -97,7 +98,11 @@ def test_infinity_and_overflow_are_refused_when_parsed(cli_error, argv, line):
 
 def test_hf_config_that_is_not_a_regular_file(cli_error, tmp_path):
     assert cli_error(["calc", "--hf", "/dev/null"]) == \
-        "depthwidth calc: error: /dev/null: not a regular file; expected a config file"
+        "depthwidth calc: error: /dev/null: a character device, not a regular file; expected a config file"
+    os.mkfifo(tmp_path / "fifo.json")  # never opened for a blocking read: no hang
+    assert cli_error(["calc", "--hf", str(tmp_path / "fifo.json")]) == \
+        f"depthwidth calc: error: {tmp_path / 'fifo.json'}: a FIFO (named pipe), not a regular file; expected a " \
+        "config file"
     assert cli_error(["calc", "--hf", str(tmp_path / "none.json")]) == \
         f"depthwidth calc: error: {tmp_path / 'none.json'}: no such config file"
 

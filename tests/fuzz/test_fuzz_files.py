@@ -2,13 +2,17 @@
 sizes, unknown or missing fields, broken or truncated JSON, random bytes) through `calc --hf` and
 `train --hf`, and checkpoints (truncated, overwritten with random bytes, a recorded shape that is absurd
 or does not match the weights, tensors of the wrong size or kind, malformed metadata, pickled objects)
-through `bench --checkpoint`. Each ends in exit 0 or exit 2 with one line, within the bounds."""
+through `bench --checkpoint`, and Hugging Face model folders made from small real exports of every class
+we import (shard index values, tensor names, dtypes, sizes and values, tokenizer files, files that are
+FIFOs, devices or folders) through `bench --hf-model` and `train --init-from`. Each ends in exit 0 or
+exit 2 with one line, within the bounds."""
 
 from __future__ import annotations
 
 import copy
 import io
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -143,3 +147,177 @@ def test_the_unchanged_files_are_accepted(harness, fuzz_paths, stand_ins, checkp
     path.write_bytes(checkpoint_bytes)
     result = harness.run(["bench", "--checkpoint", str(path), "--hardware", "cpu"])
     assert result.code == 0, result.stderr
+
+
+# ---- Hugging Face model folders: through `bench --hf-model` and `train --init-from` -------------
+HF_FOLDER_SHAPES = {
+    "gpt2": Shape(n_layers=1, d_model=16, n_heads=2, vocab_size=256, max_seq_len=16),
+    "llama": Shape(n_layers=1, d_model=16, n_heads=2, n_kv_heads=1, vocab_size=256, max_seq_len=16, ffn="swiglu",
+                   norm="rmsnorm", pos="rope", bias="none"),
+    "qwen2": Shape(n_layers=1, d_model=16, n_heads=2, n_kv_heads=1, vocab_size=256, max_seq_len=16, ffn="swiglu",
+                   norm="rmsnorm", pos="rope", bias="qkv"),
+    "gpt_neox": Shape(n_layers=1, d_model=16, n_heads=2, vocab_size=256, max_seq_len=16, pos="rope"),
+}
+SHARD_NAMES = (3, None, True, [], {}, "", " ", ".", "..", "../model.safetensors", "/etc/passwd", "/dev/zero",
+               "sub/../../x.safetensors", "a\0b", "a\\b", "x" * 5000, "config.json", "tokenizer_config.json",
+               "model.safetensors.index.json", "absent.safetensors", "sub", "model-1.safetensors",
+               "model-2.safetensors", "link.safetensors")
+TENSOR_NAMES = ("", "x" * 10000, "lm_head.weight", "embed_out.weight", "transformer.h.9.ln_1.weight",
+                "model.layers.0.self_attn.rotary_emb.inv_freq", "\u202e", "model.norm.weight")
+DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int64, torch.float16, torch.bfloat16, torch.float64)
+FILE_KINDS = ("fifo", "devzero", "folder", "dangling", "nested", "truncate", "bytes", "list", "empty")
+HF_FILES = ("config.json", "model.safetensors", "model.safetensors.index.json", "tokenizer_config.json",
+            "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def hf_exports(tmp_path_factory) -> dict:
+    """A small real export of every class we import, as file name -> bytes."""
+    from depthwidth.data.tokenizers import ByteTokenizer
+    from depthwidth.hf.export import export_model
+
+    root, out = tmp_path_factory.mktemp("fuzz-hf-exports"), {}
+    for model_type, shape in HF_FOLDER_SHAPES.items():
+        torch.manual_seed(0)
+        folder = export_model(Transformer(shape).state_dict(), shape, tokenizer=ByteTokenizer(),
+                              out_dir=root / model_type).out_dir
+        out[model_type] = {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir())}
+    return out
+
+
+#: how a tensor is spoiled: its dtype, its size (which dimension, by how much), its values
+SPOIL_KINDS = ("dtype", "grow", "shrink", "drop", "add", "flip", "nan", "inf", "empty")
+
+
+def _spoiled_tensor(spoil: tuple, t: torch.Tensor) -> torch.Tensor:
+    kind, dtype, at, delta = spoil
+    shape = list(t.shape)
+    at %= len(shape)
+    if kind == "dtype":
+        return t.to(dtype)
+    if kind in ("nan", "inf"):
+        out = t.clone().reshape(-1)
+        out[0] = float(kind)
+        return out.reshape(t.shape)
+    if kind == "grow":
+        shape[at] += delta
+    elif kind == "shrink":
+        shape[at] = max(0, shape[at] - delta)
+    elif kind == "drop":
+        shape = shape[1:]
+    elif kind == "add":
+        shape = [*shape, delta]
+    elif kind == "flip":
+        shape = shape[::-1]
+    else:
+        shape = [0]
+    return torch.zeros(shape)
+
+
+@st.composite
+def hf_folder_edits(draw, exports: dict) -> tuple[str, list]:
+    """(model type, edits): each edit ("tensors", dict) | ("index", object) | ("file", name, kind or bytes)."""
+    model_type = draw(st.sampled_from(sorted(exports)))
+    edits = []
+    for _ in range(draw(st.integers(1, 2))):
+        what = draw(st.sampled_from(["tensor", "tensor", "name", "index", "index", "file", "file", "tokenizer"]))
+        if what in ("tensor", "name"):
+            spoil = (draw(st.sampled_from(SPOIL_KINDS)), draw(st.sampled_from(DTYPES)), draw(st.integers(0, 3)),
+                     draw(st.integers(1, 3)))
+            edits.append((what, draw(st.integers(0, 10**6)), draw(st.sampled_from(TENSOR_NAMES)), spoil))
+        elif what == "index":
+            values = draw(st.lists(st.sampled_from(SHARD_NAMES), min_size=1, max_size=3))
+            edits.append(("index", values, draw(st.sampled_from(["map", "map", "top", "bytes"]))))
+        elif what == "file":
+            edits.append(("file", draw(st.sampled_from(HF_FILES)), draw(st.sampled_from(FILE_KINDS))))
+        else:
+            value = draw(st.sampled_from([None, 3, [], "byte", "x" * 100000, "\x1e", {"a": 1}]))
+            edits.append(("tokenizer", value, None))
+    return model_type, edits
+
+
+def _raw_file(path, kind: str, good: bytes, draw_bytes: bytes) -> None:
+    import os
+
+    if path.is_dir() and not path.is_symlink():
+        import shutil
+
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "devzero":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "dangling":
+        path.symlink_to(path.parent / "nothing-here")
+    else:
+        path.write_bytes({"nested": b"[" * 100000 + b"]" * 100000, "truncate": good[: len(good) // 2],
+                          "bytes": draw_bytes, "list": b"[1, 2]", "empty": b""}[kind])
+
+
+def _apply(folder, files: dict, edits: list) -> None:
+    from safetensors.torch import load, save
+
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    order = ("tensor", "name", "index", "tokenizer", "file")  # the file edits last: they may break what is read
+    for edit in sorted(edits, key=lambda e: order.index(e[0])):
+        weights = folder / "model.safetensors"
+        if edit[0] in ("tensor", "name") and weights.is_file() and not weights.is_symlink():
+            tensors = load(weights.read_bytes())
+            names = sorted(tensors)
+            name = names[edit[1] % len(names)]
+            if edit[0] == "tensor":
+                tensors[name] = _spoiled_tensor(edit[3], tensors[name])
+            elif edit[2] in tensors or not edit[2]:
+                tensors.pop(name)
+            else:
+                tensors[edit[2]] = tensors.pop(name)
+            weights.write_bytes(save({k: v.contiguous() for k, v in tensors.items()}))
+        elif edit[0] == "index" and weights.is_file() and not weights.is_symlink():
+            names = sorted(load(weights.read_bytes()))
+            weights.rename(folder / "model-1.safetensors")
+            (folder / "link.safetensors").symlink_to(folder.parent / "outside.safetensors")
+            values, form = edit[1], edit[2]
+            doc = {"weight_map": {n: values[i % len(values)] if i < len(values) else "model-1.safetensors"
+                                  for i, n in enumerate(names)}}
+            data = json.dumps(doc).encode() if form == "map" else json.dumps({"weight_map": values}).encode()
+            (folder / "model.safetensors.index.json").write_bytes(data if form != "bytes" else data[: len(data) // 2])
+        elif edit[0] == "file":
+            _raw_file(folder / edit[1], edit[2], files.get(edit[1], b"{}"), b"\xff\x00{" * 7)
+        elif edit[0] == "tokenizer" and (folder / "tokenizer_config.json").is_file():
+            doc = json.loads((folder / "tokenizer_config.json").read_text())
+            (folder / "tokenizer_config.json").write_text(json.dumps({**doc, "depthwidth_fingerprint": edit[1]}))
+
+
+def test_hostile_hf_folders(harness, fuzz_paths, stand_ins, hf_exports, tmp_path_factory, profile):
+    import shutil
+
+    root = tmp_path_factory.mktemp("fuzz-hf-folders")
+    (root / "outside.safetensors").write_bytes(hf_exports["gpt2"]["model.safetensors"])
+
+    def check(drawn) -> None:
+        model_type, edits = drawn
+        folder = root / "model"
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir()
+        _apply(folder, hf_exports[model_type], edits)
+        harness.check("hf folder", ["bench", "--hf-model", str(folder), "--hardware", "cpu"])
+        harness.check("hf folder", ["train", "--init-from", str(folder), "--data", fuzz_paths["text"], "--steps", "1"])
+
+    harness.fuzz(hf_folder_edits(hf_exports), check, profile=profile, scale=1)
+
+
+def test_the_unchanged_hf_folders_are_accepted(harness, fuzz_paths, stand_ins, hf_exports, tmp_path):
+    for model_type, files in hf_exports.items():
+        folder = tmp_path / model_type
+        folder.mkdir()
+        _apply(folder, files, [])
+        for argv in (["bench", "--hf-model", str(folder), "--hardware", "cpu"],
+                     ["train", "--init-from", str(folder), "--data", fuzz_paths["text"], "--steps", "1"]):
+            result = harness.run(argv)
+            assert result.code == 0, (model_type, argv, result.stderr)

@@ -88,7 +88,7 @@ def test_folders_and_weights_that_do_not_fit_are_one_line(tmp_path):
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "n_embd": 64}))
     with pytest.raises(UserError, match=r"tensor 'transformer.wte.weight' has size \(96, 32\), which does not fit the config's "
-                                        r"shape L2-H64-A4 \(expected our embed.weight \(96, 64\)\)$"):
+                                        r"shape L2-H64-A4 \(expected \(96, 64\), our embed.weight\)$"):
         read_hf_checkpoint(tmp_path / "m")
     (tmp_path / "m" / "config.json").write_text(json.dumps({**config, "n_layer": 1}))
     with pytest.raises(UserError, match=r"tensor\(s\) this config's class does not have, e.g. 'transformer.h.1."):

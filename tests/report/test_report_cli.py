@@ -53,3 +53,37 @@ def test_bad_input_is_one_line_exit_2(fixture_study, tmp_path, capsys):
     assert "group='P1T' is not in this study" in capsys.readouterr().err
     (tmp_path / "file").write_text("x")
     assert main(["report", str(folder), "-o", str(tmp_path / "file"), "--bootstrap", "2"]) == 2
+
+
+def test_a_report_onto_a_full_disk_is_one_line_and_leaves_nothing(fixture_study, tmp_path, monkeypatch, cli_error):
+    """The disk fills while results.csv is written (after the page and some plots): one line naming the
+    folder; a new folder is gone, an earlier report is left as it was."""
+    import errno
+    import os
+    from pathlib import Path
+
+    from depthwidth.report import export
+
+    folder, _ = fixture_study
+    real = export.write_text
+
+    def full(path, text):
+        if Path(path).name == "results.csv":
+            Path(path).write_text(text[:10])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, text)
+
+    argv = ["report", str(folder), "--bootstrap", "2", "--hardware", "h100", "-o"]
+    out = tmp_path / "new" / "report"
+    monkeypatch.setattr(export, "write_text", full)
+    assert cli_error([*argv, str(out)]) == (f"depthwidth report: error: {out}: cannot write the report (No space "
+                                            "left on device); nothing of it was left there")
+    assert not (tmp_path / "new").exists()
+    monkeypatch.undo()
+    old = tmp_path / "old"
+    assert main([*argv, str(old)]) == 0
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    assert {"index.html", "results.csv", "basin.png"} <= set(before)
+    monkeypatch.setattr(export, "write_text", full)
+    assert "No space left on device" in cli_error([*argv, str(old)])
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before

@@ -55,3 +55,53 @@ def test_all_exports_every_shape_into_its_folder(reference, tmp_path, capsys):
         assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
     code, _, err = _cli(capsys, "study", "export", reference.dir, "--all", "-o", tmp_path / "all")
     assert code == 2 and "is not empty" in err
+
+
+def test_a_failed_export_of_every_shape_resumes_without_force(reference, tmp_path, monkeypatch, capsys, cli_error):
+    """A full disk at the second shape: one line, that shape's folder gone, the first kept; the rerun
+    (without --force) resumes and writes both."""
+    import errno
+
+    from depthwidth.hf import export
+
+    real, calls = export.write_weights, []
+
+    def full_at_the_second(path, tensors):
+        calls.append(path)
+        if len(calls) == 2:
+            Path(path).write_bytes(b"\0" * 64)  # what reached the disk before it filled
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(path, tensors)
+
+    monkeypatch.setattr(export, "write_weights", full_at_the_second)
+    out = tmp_path / "all"
+    line = cli_error(["study", "export", str(reference.dir), "--all", "-o", str(out)])
+    second = calls[1].parent.parent  # <out>/<shape>/<staging folder>/model.safetensors
+    assert line == (f"depthwidth study: error: {second}: cannot write the model (No space left on device); "
+                    "nothing of it was left there")
+    first = calls[0].parent.parent
+    assert sorted(p.name for p in out.iterdir()) == sorted([".depthwidth-study-export.json", first.name])
+    assert sorted(p.name for p in first.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json",
+                                                       "tokenizer_config.json"]
+    monkeypatch.undo()
+    code, _, err = _cli(capsys, "study", "export", reference.dir, "--all", "-o", out)
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name])
+    for folder in out.iterdir():
+        transformers.AutoModelForCausalLM.from_pretrained(folder)
+
+
+def test_a_failed_export_of_the_best_shape_leaves_nothing(reference, tmp_path, monkeypatch, cli_error):
+    import errno
+
+    from depthwidth.hf import export
+
+    def full(path, tensors):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(export, "write_weights", full)
+    out = tmp_path / "best"
+    assert cli_error(["study", "export", str(reference.dir), "--best", "-o", str(out)]) == \
+        f"depthwidth study: error: {out}: cannot write the model (No space left on device); nothing of it " \
+        "was left there"
+    assert not out.exists()

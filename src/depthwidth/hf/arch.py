@@ -28,6 +28,7 @@ from typing import Any
 
 from depthwidth import __version__
 from depthwidth.errors import UserError
+from depthwidth.shapes.checks import shown
 from depthwidth.shapes.shape import Shape
 
 
@@ -46,6 +47,7 @@ CLASSES = {"gpt2": "GPT2LMHeadModel", "gpt_neox": "GPTNeoXForCausalLM", "llama":
 #: activation names of transformers that compute our tanh GELU (the same formula)
 TANH_GELU = ("gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu_accurate")
 _REFUSE = "no Hugging Face class holds this shape exactly"
+CONFIG_NAME = "config.json"
 
 
 def _need(shape: Shape, option: str, wanted: Any, *, cls: str, why: str) -> None:
@@ -153,29 +155,42 @@ def hf_config(shape: Shape, *, dropout: float = 0.0, extra: dict[str, Any] | Non
     }
 
 
-def _partial_rotary(config: dict[str, Any]) -> float:
+def _partial_rotary(config: dict[str, Any], *, source: str) -> float:
     params = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
-    for value in (params.get("partial_rotary_factor"), config.get("partial_rotary_factor"), config.get("rotary_pct")):
+    for name, value in (("rope_parameters.partial_rotary_factor", params.get("partial_rotary_factor")),
+                        ("partial_rotary_factor", config.get("partial_rotary_factor")),
+                        ("rotary_pct", config.get("rotary_pct"))):
         if value is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UserError(f"{source}: field {name!r} = {shown(value)} must be a number (the fraction of each "
+                                "head that is rotated)")
             return float(value)
     return 0.25 if config.get("model_type") == "gpt_neox" else 1.0  # transformers' defaults
 
 
-def import_mismatches(config: dict[str, Any]) -> list[str]:
+def _rope_kind(config: dict[str, Any]) -> Any:
+    params = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    if params.get("rope_type") is not None:
+        return params["rope_type"]
+    scaling = config.get("rope_scaling")
+    if isinstance(scaling, dict):
+        return scaling.get("rope_type") or scaling.get("type")
+    return scaling or None  # anything else that is set scales in some way
+
+
+def import_mismatches(config: dict[str, Any], *, source: str = CONFIG_NAME) -> list[str]:
     """What our model of this config's shape would compute differently from its Hugging Face class,
-    one 'field=value (why)' each; empty when the import is exact."""
+    one 'field=value (why)' each (values from the file cut short); empty when the import is exact."""
     out = []
     act_field = "activation_function" if config.get("model_type") == "gpt2" else "hidden_act"
     act = config.get(act_field, "gelu_new" if act_field == "activation_function" else None)
     if isinstance(act, str) and act.startswith("gelu") and act not in TANH_GELU:
-        out.append(f"{act_field}={act!r} (our GELU is the tanh approximation; that one is not)")
-    if config.get("model_type") != "gpt2" and _partial_rotary(config) != 1.0:
-        out.append(f"partial rotary {_partial_rotary(config):g} (our RoPE rotates the whole head)")
-    params = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
-    scaling = config.get("rope_scaling") or {}
-    kind = params.get("rope_type") or (scaling.get("rope_type") or scaling.get("type") if scaling else None)
+        out.append(f"{act_field}={shown(act)} (our GELU is the tanh approximation; that one is not)")
+    if config.get("model_type") != "gpt2" and _partial_rotary(config, source=source) != 1.0:
+        out.append(f"partial rotary {_partial_rotary(config, source=source):g} (our RoPE rotates the whole head)")
+    kind = _rope_kind(config)
     if kind not in (None, "default"):
-        out.append(f"rope_type={kind!r} (our RoPE is unscaled)")
+        out.append(f"rope_type={shown(kind)} (our RoPE is unscaled)")
     if config.get("model_type") == "gpt2":
         if config.get("scale_attn_weights", True) is not True:
             out.append("scale_attn_weights=false (our attention scales by 1/sqrt(head_dim))")

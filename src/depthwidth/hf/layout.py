@@ -16,15 +16,23 @@ GPT-2's Conv1D stores a weight as (in, out), the transpose of nn.Linear. Our fus
 [all query heads; all key heads; all value heads], each head's features contiguous and in the
 rotate-half RoPE order that GPT-NeoX and Llama use too, so RoPE needs no permutation; GPT-NeoX fuses
 q/k/v per head instead, a reshape. A tied head is not stored (the class ties it to the embedding).
+
+On import every tensor is checked before it is re-laid out (`check_tensors`, from a safetensors header
+alone): the class's names, each floating point and of the size `hf_sizes` derives from the config's
+shape through the same re-layout; `from_hf_state` also refuses NaN and infinite values. So a tensor of
+the wrong size is one line naming it, never an error of a concatenation or a reshape.
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import torch
 
 from depthwidth.errors import UserError
 from depthwidth.hf.arch import Arch
 from depthwidth.model.transformer import Transformer
+from depthwidth.shapes.checks import shown
 from depthwidth.shapes.shape import Shape
 
 #: model_type -> the prefix of block i's tensors
@@ -112,33 +120,66 @@ def to_hf_state(state: dict[str, torch.Tensor], arch: Arch) -> dict[str, torch.T
     return out
 
 
-def _take(tensors: dict[str, torch.Tensor], name: str, *, source: str) -> torch.Tensor:
-    for candidate in (name, *ALIASES.get(name, ())):
-        if candidate in tensors:
-            return tensors[candidate]
-    raise UserError(f"{source}: the weights lack tensor {name!r}, which this config's class needs")
+def hf_sizes(arch: Arch) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The class's tensor name -> (its size, our parameter it holds) for `arch.hf_shape`, derived on the
+    meta device through the re-layout `to_hf_state` writes with."""
+    out = {}
+    for name, size in expected_state(arch.hf_shape).items():
+        names, kind = their_names(name, arch)
+        for theirs, t in zip(names, _to_theirs(torch.empty(size, device="meta"), kind, arch.hf_shape)):
+            out[theirs] = (tuple(t.shape), name)
+    return out
+
+
+def _dtype_name(dtype: torch.dtype | str) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def check_tensors(found: Mapping[str, tuple[torch.dtype | str, tuple[int, ...]]], arch: Arch, *,
+                  source: str) -> dict[str, str]:
+    """Check what a checkpoint holds (tensor name -> (dtype, size), e.g. from a safetensors header) against
+    the class `arch` of the config's shape: every tensor it needs is there (under its name or an alias),
+    floating point and of the size the config implies, and none is left over. Returns the class's tensor
+    name -> the name it has in `found`. One-line UserErrors naming the tensor."""
+    chosen, used = {}, set()
+    for name, (size, ours) in hf_sizes(arch).items():
+        candidates = (name, *ALIASES.get(name, ()))
+        used.update(candidates)
+        present = next((c for c in candidates if c in found), None)
+        if present is None:
+            raise UserError(f"{source}: the weights lack tensor {name!r}, which this config's class needs")
+        dtype, got = found[present]
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise UserError(f"{source}: tensor {present!r} is {_dtype_name(dtype)}; weights must be floating point "
+                            "(float32, bfloat16, float16, ...)")
+        if tuple(got) != size:
+            raise UserError(f"{source}: tensor {present!r} has size {tuple(got)}, which does not fit the config's "
+                            f"shape {arch.hf_shape.label()} (expected {size}, our {ours})")
+        chosen[name] = present
+    tied = arch.hf_shape.tie_embeddings
+    extra = sorted(k for k in found if k not in used and not k.endswith(IGNORED_SUFFIXES)
+                   and not (tied and k in ("lm_head.weight", "embed_out.weight")))
+    if extra:
+        raise UserError(f"{source}: {len(extra)} tensor(s) this config's class does not have, e.g. {shown(extra[0])}; "
+                        "the weights do not belong to this config")
+    return chosen
 
 
 def from_hf_state(tensors: dict[str, torch.Tensor], arch: Arch, *, source: str) -> dict[str, torch.Tensor]:
     """The class's tensors -> our state dict for `arch.hf_shape` (fp32). Raises UserError naming a
-    missing tensor, a tensor of the wrong size, or a tensor no rule reads."""
-    out, used = {}, set()
-    for name, size in expected_state(arch.hf_shape).items():
+    missing tensor, one that is not floating point or of the wrong size (`check_tensors`, before any is
+    re-laid out), one holding NaN or infinite values, or a tensor no rule reads."""
+    chosen = check_tensors({k: (t.dtype, tuple(t.shape)) for k, t in tensors.items()}, arch, source=source)
+    out = {}
+    for name in expected_state(arch.hf_shape):
         names, kind = their_names(name, arch)
-        parts = [_take(tensors, n, source=source) for n in names]
-        used.update(c for n in names for c in (n, *ALIASES.get(n, ())))
-        t = _to_ours([p.float() for p in parts], kind, arch.hf_shape)
-        if t.shape != size:
-            raise UserError(f"{source}: tensor {names[0]!r} has size {tuple(parts[0].shape)}, which does not fit "
-                            f"the config's shape {arch.hf_shape.label()} (expected our {name} {tuple(size)})")
-        out[name] = t.contiguous()
-    tied = arch.hf_shape.tie_embeddings
-    extra = sorted(k for k in tensors if k not in used and not k.endswith(IGNORED_SUFFIXES)
-                   and not (tied and k in ("lm_head.weight", "embed_out.weight")))
-    if extra:
-        raise UserError(f"{source}: {len(extra)} tensor(s) this config's class does not have, e.g. {extra[0]!r}; "
-                        "the weights do not belong to this config")
+        parts = [tensors[chosen[n]].float() for n in names]
+        for n, part in zip(names, parts):
+            if not bool(torch.isfinite(part).all()):
+                raise UserError(f"{source}: tensor {chosen[n]!r} holds NaN or infinite values; refusing weights "
+                                "that cannot be trained from or timed")
+        out[name] = _to_ours(parts, kind, arch.hf_shape).contiguous()
     return out
 
 
-__all__ = ["expected_state", "from_hf_state", "their_names", "to_hf_state"]
+__all__ = ["check_tensors", "expected_state", "from_hf_state", "hf_sizes", "their_names", "to_hf_state"]

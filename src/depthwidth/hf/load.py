@@ -9,11 +9,15 @@ back our bias-free shape, so export -> import is the identity. Otherwise the con
 `exact=True` (training from a checkpoint) refuses a config our model would compute differently
 (`arch.import_mismatches`: an erf GELU, partial rotary, scaled RoPE, a sliding window); `exact=False`
 (timing only) accepts it and lists the differences in `HFCheckpoint.mismatches`.
+
+Nothing of a hostile folder is trusted: config.json, the shard index and tokenizer_config.json are read
+bounded (`depthwidth.files`: a size limit, regular files only, bounded nesting), and every tensor's name,
+dtype and size is checked against the config from the safetensors headers before its data is read
+(`depthwidth.hf.layout.check_tensors`), then its values (no NaN or infinity) before any module is built.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +25,11 @@ from pathlib import Path
 import torch
 
 from depthwidth.errors import UserError
+from depthwidth.files import file_kind, read_json_object
 from depthwidth.hf.arch import CLASSES, Arch, import_mismatches
-from depthwidth.hf.layout import expected_state, from_hf_state
+from depthwidth.hf.layout import check_tensors, expected_state, from_hf_state
 from depthwidth.hf.tokenizer import TOKENIZER_CONFIG
-from depthwidth.hf.weights import CONFIG, content_hash, model_folder, read_weights
+from depthwidth.hf.weights import CONFIG, content_hash, model_folder, read_header, read_tensors
 from depthwidth.hfconfig import read_hf_config
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.hf import shape_from_hf_config
@@ -59,12 +64,21 @@ def _recorded_shape(config: dict, shape: Shape, state: dict[str, torch.Tensor]) 
 
 
 def _tokenizer_fingerprint(folder: Path) -> str | None:
+    """Our tokenizer's fingerprint recorded in tokenizer_config.json (an export of ours), else None."""
     path = folder / TOKENIZER_CONFIG
-    try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("depthwidth_fingerprint")
-    except (OSError, ValueError, AttributeError):
+    if file_kind(path) == "missing":
         return None
+    value = read_json_object(path, what="tokenizer config").get("depthwidth_fingerprint")
     return value if isinstance(value, str) else None
+
+
+def _read_state(folder: Path, arch: Arch) -> dict[str, torch.Tensor]:
+    """The folder's weights in our names: names, dtypes and sizes checked from the headers first, then
+    only the tensors the class needs are read."""
+    infos = read_header(folder)
+    chosen = check_tensors({k: (i.dtype, i.shape) for k, i in infos.items()}, arch, source=str(folder))
+    tensors = read_tensors(infos, chosen.values())
+    return from_hf_state({theirs: tensors[name] for theirs, name in chosen.items()}, arch, source=str(folder))
 
 
 def read_hf_checkpoint(path: str | os.PathLike, *, exact: bool = True) -> HFCheckpoint:
@@ -74,13 +88,13 @@ def read_hf_checkpoint(path: str | os.PathLike, *, exact: bool = True) -> HFChec
     source = str(folder / CONFIG)
     config = read_hf_config(folder)
     shape = shape_from_hf_config(config, source=source)
-    mismatches = tuple(import_mismatches(config))
+    mismatches = tuple(import_mismatches(config, source=source))
     if exact and mismatches:
         raise UserError(f"{source}: {mismatches[0]}; our model would not compute this checkpoint exactly, so it "
                         "is not trained from")
     model_type = config["model_type"]
     arch = Arch(model_type=model_type, class_name=CLASSES[model_type], hf_shape=shape)
-    state = from_hf_state(read_weights(folder), arch, source=str(folder))
+    state = _read_state(folder, arch)
     shape, state = _recorded_shape(config, shape, state)
     return HFCheckpoint(folder=str(folder), model_type=model_type, shape=shape, state=state,
                         sha256=content_hash(folder), tokenizer_fingerprint=_tokenizer_fingerprint(folder),

@@ -1,10 +1,13 @@
 """Write a study report to a folder: index.html (self-contained), report.md, results.csv, results.json,
-and every plot as PNG and SVG. Files are written to a temporary name and renamed, so an interrupted
-write never leaves a half page that looks complete."""
+and every plot as PNG and SVG. Every file is written into a temporary folder inside the target and the
+files are moved in together at the end (`depthwidth.files.staged_folder`), so an interrupted write never
+leaves a half page that looks complete, and a full disk or a read-only target is one line naming the
+folder and the reason, leaving the earlier report there as it was."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html
 import io
 import json
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from depthwidth.errors import UserError
-from depthwidth.files import write_text
+from depthwidth.files import staged_folder, write_text
 from depthwidth.present.units import count
 from depthwidth.report.build import Report
 from depthwidth.report.study_plots import Figure
@@ -82,15 +85,16 @@ def write_report(report: Report, out_dir: str | os.PathLike) -> ReportFiles:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"-o {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    figures, notes = draw_figures(report, out)
-    html_path = _write(out / HTML_NAME, render_html(report, figures, notes=notes))
-    md_path = _write(out / "report.md", render_markdown(report, figures, notes=notes))
-    csv_path = _write(out / "results.csv", render_csv(report))
-    payload = report.to_dict() | {"figures": [f.to_dict() for f in figures], "notes": notes}
-    json_path = _write(out / "results.json", json.dumps(_clean(payload), indent=2, default=str) + "\n")
-    return ReportFiles(folder=out, html=html_path, markdown=md_path, csv=csv_path, json=json_path,
-                       figures=tuple(figures), notes=tuple(notes))
+    with staged_folder(out, what="the report") as tmp:
+        figures, notes = draw_figures(report, tmp)
+        _write(tmp / HTML_NAME, render_html(report, figures, notes=notes))
+        _write(tmp / "report.md", render_markdown(report, figures, notes=notes))
+        _write(tmp / "results.csv", render_csv(report))
+        payload = report.to_dict() | {"figures": [f.to_dict() for f in figures], "notes": notes}
+        _write(tmp / "results.json", json.dumps(_clean(payload), indent=2, default=str) + "\n")
+    figures = [dataclasses.replace(f, png=out / f.png.name, svg=out / f.svg.name) for f in figures]
+    return ReportFiles(folder=out, html=out / HTML_NAME, markdown=out / "report.md", csv=out / "results.csv",
+                       json=out / "results.json", figures=tuple(figures), notes=tuple(notes))
 
 
 def _write(path: Path, text: str) -> Path:

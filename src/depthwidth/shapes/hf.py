@@ -66,13 +66,13 @@ class _Reader:
     def bool(self, name: str, *, default: bool) -> bool:
         _, value = self._get((name,), default)
         if not isinstance(value, bool):
-            raise self.error(f"field {name!r} = {value!r} must be true or false")
+            raise self.error(f"field {name!r} = {shown(value)} must be true or false")
         return value
 
     def str(self, name: str, *, default: str) -> str:
         _, value = self._get((name,), default)
         if not isinstance(value, str):
-            raise self.error(f"field {name!r} = {value!r} must be a string")
+            raise self.error(f"field {name!r} = {shown(value)} must be a string")
         return value
 
 
@@ -82,7 +82,7 @@ def _gelu_or_relu(r: _Reader, name: str, *, default: str) -> str:
         return "gelu"
     if act == "relu":
         return "relu"
-    raise r.error(f"field {name!r} = {act!r} is not supported; expected a gelu variant or relu")
+    raise r.error(f"field {name!r} = {shown(act)} is not supported; expected a gelu variant or relu")
 
 
 def _rope_theta(r: _Reader, *names: str, default: float) -> float:
@@ -112,7 +112,7 @@ def _gpt2(r: _Reader) -> dict[str, Any]:
 def _llama_like(r: _Reader, *, default_ctx: int, bias: str) -> dict[str, Any]:
     act = r.str("hidden_act", default="silu")
     if act not in ("silu", "swish"):
-        raise r.error(f"field 'hidden_act' = {act!r} is not supported; the gated MLP needs 'silu' (SwiGLU)")
+        raise r.error(f"field 'hidden_act' = {shown(act)} is not supported; the gated MLP needs 'silu' (SwiGLU)")
     return dict(
         n_layers=r.int("num_hidden_layers"),
         d_model=r.int("hidden_size"),
@@ -190,7 +190,8 @@ def shape_from_hf_config(config: dict[str, Any], *, source: str = "<dict>") -> S
         raise UserError(f"{source}: field 'model_type' = {shown(model_type)} must be a string; "
                         f"supported model types: {supported}")
     if model_type not in _BUILDERS:
-        raise UserError(f"{source}: model_type {model_type!r} is not supported; supported model types: {supported}")
+        raise UserError(f"{source}: model_type {shown(model_type)} is not supported; supported model types: "
+                        f"{supported}")
     reader = _Reader(config, source=source, model_type=model_type)
     fields = _BUILDERS[model_type](reader)
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from depthwidth.errors import UserError
+from depthwidth.errors import UserError, echo
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig
 from depthwidth.train.run_dir import _differences
@@ -29,8 +29,9 @@ def read_init(config: TrainConfig, shape: Shape, *, tokenizer_fingerprint: str):
         raise UserError(f"init_from {config.init_from} holds shape {init.shape.label()}, not this run's "
                         f"{shape.label()} ({'; '.join(diffs[:4])}); drop the shape flags to train its own shape")
     if init.tokenizer_fingerprint not in (None, tokenizer_fingerprint):
-        raise UserError(f"init_from {config.init_from} was trained with tokenizer {init.tokenizer_fingerprint}, "
-                        f"but this run tokenizes with {tokenizer_fingerprint}; use the same tokenizer and corpus")
+        raise UserError(f"init_from {config.init_from} was trained with tokenizer "
+                        f"{echo(init.tokenizer_fingerprint)}, but this run tokenizes with {tokenizer_fingerprint}; "
+                        "use the same tokenizer and corpus")
     return init
 
 
