@@ -104,3 +104,22 @@ def test_a_shape_or_tokenizer_that_is_not_the_checkpoints_is_refused(exported, t
     with pytest.raises(UserError, match="was trained with tokenizer byte, but this run tokenizes with char:"):
         train(SHAPE, tiny_config.with_(init_from=str(hf), tokenizer="char"), out_dir=tmp_path / "d")
     assert not (tmp_path / "c").exists() and not (tmp_path / "d").exists()  # refused before anything is written
+
+
+def test_an_export_with_folded_multipliers_continues_as_sp_only(tmp_path, tiny_config):
+    """A CompleteP run's export holds its multipliers in its weights: continued as SP it starts from the
+    trained function (the first loss equals the run's model on that batch); as CompleteP it is refused."""
+    from depthwidth.hf.export import export_run
+    from depthwidth.train.loop import train
+
+    completep = tiny_config.with_(parametrization="completep", base_width=16, base_depth=1, steps=4)
+    train(SHAPE, completep, out_dir=tmp_path / "cp")
+    export_run(tmp_path / "cp", tmp_path / "hf")
+    with pytest.raises(UserError) as err:
+        train(SHAPE, completep.with_(init_from=str(tmp_path / "hf")), out_dir=tmp_path / "again")
+    assert "completep multipliers folded into the weights" in str(err.value) and "parametrization='sp'" in \
+        str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "again").exists()
+    sp = tiny_config.with_(init_from=str(tmp_path / "hf"), steps=2)
+    result = train(SHAPE, sp, out_dir=tmp_path / "sp")
+    assert result.curve[0]["loss"] == pytest.approx(_first_batch_loss(tmp_path / "cp", sp), rel=1e-5)

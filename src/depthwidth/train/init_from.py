@@ -32,7 +32,24 @@ def read_init(config: TrainConfig, shape: Shape, *, tokenizer_fingerprint: str):
         raise UserError(f"init_from {config.init_from} was trained with tokenizer "
                         f"{echo(init.tokenizer_fingerprint)}, but this run tokenizes with {tokenizer_fingerprint}; "
                         "use the same tokenizer and corpus")
+    _check_folded(config)
     return init
+
+
+def _check_folded(config: TrainConfig) -> None:
+    """An export of a muP/CompleteP run holds its multipliers folded into the weights (`hf.fold`): it is an SP
+    model computing the trained function, and a non-SP run from it would apply the multipliers twice."""
+    from depthwidth.files import read_json_object
+    from depthwidth.hf.weights import CONFIG
+
+    record = read_json_object(Path(config.init_from) / CONFIG, what="config").get("depthwidth")
+    parametrization = record.get("parametrization") if isinstance(record, dict) else None
+    folded = parametrization.get("folded") if isinstance(parametrization, dict) else None
+    if folded and config.parametrization != "sp":
+        raise UserError(f"init_from {config.init_from} is an export with its {echo(parametrization.get('name'))} "
+                        f"multipliers folded into the weights ({', '.join(map(echo, folded))}); "
+                        f"parametrization={config.parametrization!r} would apply them again: continue it with "
+                        "parametrization='sp'")
 
 
 def check_resumed_init(run_dir: Path, payload: dict | None, init) -> None:
