@@ -46,6 +46,7 @@ LAYERS = {
     "hf": 5,
     "train": 6,
     "bench": 7,
+    "diagnose": 7,
     "study": 8,
     "present": 9,
     "report": 10,

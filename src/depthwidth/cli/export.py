@@ -29,6 +29,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--probe-tasks", metavar="SPEC", nargs="+",
                    help="write these probes (multihop, recall, facts, addition, parity or probe:NAME:...) as "
                         "lm-evaluation-harness task configs instead of a model")
+    p.add_argument("--drop-layers", metavar="I,J", type=_layer_list, default=(),
+                   help="leave these blocks (0-based, comma-separated) out of the exported model")
     p.add_argument("--force", action="store_true", help="replace the model files in a non-empty folder")
     p.add_argument("--json", action="store_true", help="print what was written as one JSON object")
     p.set_defaults(run=run)
@@ -37,10 +39,14 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if bool(args.run_dir) == bool(args.probe_tasks):
         raise UserError("give RUN_DIR (a model to export) or --probe-tasks SPEC ... (harness tasks), one of them")
+    if args.probe_tasks and args.drop_layers:
+        raise UserError("--drop-layers applies to a model export, not to --probe-tasks")
     if args.probe_tasks:
+        from depthwidth.files import staged_folder
         from depthwidth.hf.harness import write_harness_tasks
 
-        names = write_harness_tasks(args.probe_tasks, args.out)
+        with staged_folder(args.out, what="the tasks") as tmp:  # a full disk: one line, nothing left
+            names = write_harness_tasks(args.probe_tasks, tmp, final_dir=args.out)
         if args.json:
             print_json({"out_dir": args.out, "tasks": names})
         else:
@@ -51,12 +57,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from depthwidth.hf.export import export_run
 
-    result = export_run(args.run_dir, args.out, overwrite=args.force)
+    result = export_run(args.run_dir, args.out, overwrite=args.force, drop_layers=args.drop_layers)
     if args.json:
         print_json(result.to_dict())
     else:
         print(export_line(result))
     return 0
+
+
+def _layer_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of layer numbers, e.g. 5,6") from None
 
 
 def export_line(result) -> str:
