@@ -97,7 +97,7 @@ def test_existing_run_needs_resume_and_is_kept(text_file, tmp_path, capsys):
 
 
 def test_divergence_exits_1_with_a_result(text_file, tmp_path, capsys):
-    rc = main(_args(text_file, tmp_path, "--lr", "1e4", "--grad-clip", "0", "--json"))
+    rc = main(_args(text_file, tmp_path, "--lr", "10", "--grad-clip", "0", "--json"))
     out = json.loads(capsys.readouterr().out)
     assert rc == 1
     assert out["status"] == "diverged" and out["diverged_at_step"] is not None

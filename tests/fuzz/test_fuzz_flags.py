@@ -1,8 +1,9 @@
 """Generated flags for every command of `depthwidth` (read from the parser itself, so a new command or
 flag is fuzzed with no edit here): hostile values (negative, zero, huge, infinite, overflowing, empty,
-of the wrong kind, unknown choices), hostile paths (missing, a folder, below a file, /dev/null, empty,
-binary) and unknown flags, alone or as changes to a valid command line. Each must end in exit 0 or
-exit 2 with one line, within the harness's time and memory bounds."""
+of the wrong kind, unknown choices, sizes past every bound, lists thousands long), hostile paths
+(missing, a folder, below a file, /dev/null, empty, binary) and unknown flags, alone or as changes to a
+valid command line. Each must end in exit 0 or exit 2 with one line, within the harness's time and
+memory bounds."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ HOSTILE = ("0", "-1", "-5M", "-1e19", "-1e-3", "1e400", "-1e400", "inf", "-inf",
            "L99999999-H99999999-A1", "probe:", "probe:multihop:0", "probe:recall@99999999999", "bpe:0",
            "bpe:99999999999", "byte", "char", "a+b", "none", "true", "null", "é", "\u202e", "-", "--", "---x")
 SIZES = ("1", "2", "4", "8", "16", "32", "64", "128")
+#: sizes past every bound (threads, batches, widths, depths, learning rates) and lists thousands long
+HUGE = ("4097", "16384", "100000", "131072", "1000000000", "1e300", "10", "65", ",".join(map(str, range(1, 70))),
+        ",".join(str(16 * k) for k in range(1, 5000)))
 
 #: a valid command line per command, changed by the generated flags
 BASES = {
@@ -36,6 +40,10 @@ BASES = {
     ("report",): ["{study}", "-o", "{empty_dir}"],
     ("probe", "show"): ["multihop"],
     ("probe", "capacity"): ["--shape", "L1-H16-A2", "--facts", "8"],
+    ("check", "coord"): ["--widths", "16", "--depths", "1", "--steps", "1", "--head-dim", "8", "--seq-len", "8",
+                         "--batch-size", "2", "--corpus", "{text}"],
+    ("check", "transfer"): ["--widths", "16", "--depths", "1", "--lrs", "2", "--steps", "2", "--head-dim", "8",
+                            "--seq-len", "8", "--batch-size", "2", "--eval-windows", "2", "--corpus", "{text}"],
     ("hw", "list"): [],
     ("hw", "measure"): ["--quick"],
 }
@@ -69,6 +77,7 @@ def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 def values(action: argparse.Action, paths: dict) -> st.SearchStrategy[str]:
     choices = [str(c) for c in action.choices] if action.choices else []
     pools = [st.sampled_from(HOSTILE), st.sampled_from(sorted(paths.values())), st.sampled_from(SIZES),
+             st.sampled_from(HUGE),
              st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12)]
     if choices:
         pools.insert(0, st.sampled_from(choices))

@@ -118,24 +118,84 @@ def mutated_specs(draw, corpus: str) -> str:
     return text
 
 
-def test_mutated_specs(harness, fuzz_paths, driver_stand_in, tmp_path_factory, profile):
-    root = tmp_path_factory.mktemp("fuzz-specs")
-    counter = iter(range(10**9))
+#: what a typo makes of a list (its length) or of a size (its value): far past any real study, and the
+#: largest values the bounds let through (which must then run)
+LONG = (16, 64, 65, 1024, 1025, 20_000)
+HUGE = (64, 4096, 4097, 100_000, 131_073, 2**31, 10**19, 1e12, 1e300)
+#: (section, key) of every list a spec has, and of the sizes that bound a run's threads, processes, lists
+LISTS = ((None, "seeds"), ("lr", "grid"), ("lr", "factors"), ("bench", "batches"), ("bench", "prompt_lens"),
+         ("bench", "contexts"), ("budget", "depths"), ("budget", "widths"), (None, "shape"), (None, "budget"))
+SIZES = (("execution", "threads"), ("execution", "workers"), ("execution", "cpus_per_run"),
+         ("execution", "gpus_per_run"), ("execution", "nproc_per_run"), ("execution", "max_attempts"),
+         ("bench", "repeat"), ("lr", "step"), ("lr", "max_trials"), ("lr", "centre"), ("lr", "exponent"),
+         ("lr", "reference_width"), ("data", "seq_len"), ("data", "batch_size"), ("eval", "windows"),
+         ("eval", "every"), ("train", "steps"), ("train", "warmup"), ("train", "micro_batch"), ("model", "max_seq_len"),
+         ("budget", "params"), ("budget", "count"), ("budget", "align"), ("budget", "head_dim"), ("shape", "n_layers"),
+         ("shape", "d_model"), ("shape", "n_heads"))
 
+
+def _long(section: str | None, key: str, n: int) -> list:
+    """A list of `n` distinct values of the kind `key` holds."""
+    if key == "shape":
+        return [{"n_layers": 1 + i % 4, "d_model": 16, "n_heads": 2} for i in range(n)]
+    if key == "budget":
+        return [{"params": 30000 + i, "count": 2, "align": 8, "head_dim": 8, "tolerance": 0.2} for i in range(n)]
+    if section == "lr":
+        return [round(1e-4 * (1 + i / n), 12) for i in range(n)]
+    return list(range(1, n + 1))
+
+
+@st.composite
+def sized_specs(draw, corpus: str) -> str:
+    """A valid spec with one or two of its lists made long or its sizes huge."""
+    doc = spec_doc(corpus, draw(st.sampled_from(VARIANTS)))
+    doc["bench"] = {"enabled": draw(st.booleans()), "prompt_lens": [4], "contexts": [4], "batches": [1], "repeat": 1}
+    doc.setdefault("model", {})["max_seq_len"] = 32
+    for _ in range(draw(st.integers(1, 2))):
+        if draw(st.booleans()):
+            section, key = draw(st.sampled_from(LISTS))
+            value = _long(section, key, draw(st.sampled_from(LONG)))
+        else:
+            (section, key), value = draw(st.sampled_from(SIZES)), draw(st.sampled_from(HUGE))
+        if section in ("budget", "shape"):
+            tables = doc.setdefault(section, [{"params": 30000, "count": 2, "align": 8, "head_dim": 8}])
+            tables[0][key] = value
+        elif section is None:
+            doc[key] = value
+        else:
+            doc.setdefault(section, {})[key] = value
+    return to_toml(doc)
+
+
+def _check_spec(harness, fuzz_paths, root, counter, category: str):
     def check(text: str) -> None:
         n = next(counter)
         spec = root / f"spec{n}.toml"
         spec.write_text(text, encoding="utf-8")
-        harness.check("specs", ["study", "validate", str(spec)])
+        harness.check(category, ["study", "validate", str(spec)])
         study = root / f"study{n}"
         shutil.copytree(fuzz_paths["study"], study)
         before = harness.snapshot(study)
-        result = harness.check("specs", ["study", "run", str(spec), "--dir", str(study)])
+        result = harness.check(category, ["study", "run", str(spec), "--dir", str(study)])
         if result.code == 2:
             assert harness.snapshot(study) == before, f"a refused study run changed {study}: {result.stderr}"
         shutil.rmtree(study)
 
+    return check
+
+
+def test_mutated_specs(harness, fuzz_paths, driver_stand_in, tmp_path_factory, profile):
+    root = tmp_path_factory.mktemp("fuzz-specs")
+    check = _check_spec(harness, fuzz_paths, root, iter(range(10**9)), "specs")
     harness.fuzz(mutated_specs(fuzz_paths["text"]), check, profile=profile, scale=2)
+
+
+def test_long_lists_and_huge_sizes(harness, fuzz_paths, driver_stand_in, tmp_path_factory, profile):
+    """Lists thousands long and sizes far past any real study: validated (or refused) in bounded time and
+    memory, each refusal one line, and what validates runs."""
+    root = tmp_path_factory.mktemp("fuzz-sizes")
+    check = _check_spec(harness, fuzz_paths, root, iter(range(10**9)), "sizes")
+    harness.fuzz(sized_specs(fuzz_paths["text"]), check, profile=profile, scale=0.5)
 
 
 @pytest.mark.parametrize("variant", range(len(VARIANTS)))

@@ -35,7 +35,7 @@ grid = [1e-3, 2e-3]
 [bench]
 prompt_lens = [4]
 contexts = [4]
-batches = [1]
+batches = []
 repeat = 1
 [[shape]]
 n_layers = 1
@@ -73,6 +73,16 @@ def stand_in(job, progress=None) -> Outcome:
     result = {"val_loss": 2.0 + job.config["train"]["lr"], "tokens": 96, "batch_stream_hash": "s", "train_seconds": 0.3}
     return Outcome(run_id=job.run_id, status="completed", result=result,
                    curve=({"step": 3, "tokens": 96, "val_loss": 2.0},), wall_seconds=0.3)
+
+
+def crashes_in_bench(job, progress=None) -> Outcome:
+    """A job whose benchmark crashes its process in native code (as libgomp does when it cannot start its
+    threads); its training runs complete."""
+    if job.kind == "bench":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return completes(job, progress)
 
 
 def completes(job, progress=None) -> Outcome:
@@ -144,8 +154,21 @@ def test_workers_run_side_by_side_and_a_benchmark_alone(spec, tmp_path):
 def test_the_stored_numbers_do_not_depend_on_the_workers(reference, numbers, tmp_path):
     # the reference ran with the default workers (2 on this machine's 2 cores: its runs take 1 thread)
     report = run_study(reference.spec, study_dir=tmp_path / "one", workers=1)
-    assert report.completed == 6 and report.executor.startswith("local (this process")
+    assert report.completed == 6 and report.executor.startswith("local (1 worker process")  # never in the driver
     assert numbers(tmp_path / "one") == numbers(reference.dir)
+
+
+def test_a_job_that_crashes_its_worker_is_stored_as_failed_and_never_left_running(spec, tmp_path):
+    """One worker (the default for most studies): the job runs in a worker process, not in the driver, so
+    a crash in native code ends the attempt, not the study; its error is stored and no row stays running."""
+    folder = tmp_path / "s"
+    report = run_study(spec, study_dir=folder, job_fn=crashes_in_bench, workers=1)
+    assert (report.completed, report.failed, report.retries) == (4, 2, 2)
+    assert report.executor == "local (1 worker process, one run at a time)"
+    with Store.open(folder) as store:
+        assert store.counts()["running"] == 0 and store.counts()["failed"] == 2
+        errors = {r.error for r in store.runs() if r.kind == "bench"}
+    assert errors == {"worker process died (killed by signal 11 (SIGSEGV))"}
 
 
 def test_workers_is_refused_with_ray_and_must_be_positive(spec, cli_error, tmp_path):

@@ -79,7 +79,7 @@ def test_same_config_is_deterministic_and_micro_batches_see_the_same_batches(tin
 
 
 def test_divergence_ends_the_run_without_raising(tiny_shape, tiny_config, tmp_path):
-    r = train(tiny_shape, tiny_config.with_(lr=1e4, grad_clip=0.0), out_dir=tmp_path / "run")
+    r = train(tiny_shape, tiny_config.with_(lr=10.0, grad_clip=0.0), out_dir=tmp_path / "run")
     assert r.status == "diverged"
     assert r.diverged_at_step is not None and r.diverged_at_step < 12
     assert r.steps == r.diverged_at_step + 1

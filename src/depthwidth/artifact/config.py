@@ -47,6 +47,7 @@ LIMITS = {
     "tp": (1 << 10, "more tensor-parallel ranks than any published run used"),
     "base_width": (SHAPE_LIMITS["d_model"][0], "the widest d_model a Shape may have"),
     "base_depth": (SHAPE_LIMITS["n_layers"][0], "the deepest stack a Shape may have"),
+    "lr": (10.0, "about 100x the largest peak learning rate of AdamW runs and of muP or CompleteP sweeps"),
 }
 
 
@@ -165,6 +166,7 @@ class TrainConfig:
                 check_int(name, getattr(self, name), 1, *LIMITS[name])
         for name in ("lr", "beta1", "beta2", "eps", "diverge_factor"):
             check_number(name, getattr(self, name))
+        check_number("lr", self.lr, high=LIMITS["lr"][0], why=LIMITS["lr"][1])
         for name in ("beta1", "beta2"):
             if not getattr(self, name) < 1:
                 raise UserError(f"{name}={getattr(self, name)!r} must be in (0, 1)")

@@ -9,7 +9,9 @@
                         checkpoint.pt then points to;
     result.json         the `TrainResult`, written only when the run has ended as "completed" or "diverged" -
                         its presence is what "finished" means;
-    error.json          written instead when the run failed (the checkpoint stays for a resume).
+    error.json          written instead when the run failed (the checkpoint stays for a resume);
+    run.lock            held (flock) by the launcher of a multi-process run and its ranks while they run, so a
+                        second run or a resume of the folder is refused until they have ended.
 
 Every file is written with `depthwidth.files.atomic_write` (temporary file, fsync, rename).
 """
@@ -27,6 +29,7 @@ CHECKPOINT_PREV = "checkpoint.prev.pt"
 DCP_DIR = "dcp"
 RESULT = "result.json"
 ERROR = "error.json"
+LOCK = "run.lock"
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -59,5 +62,5 @@ def is_finished(path: Path) -> bool:
     return (run_folder(path) / RESULT).is_file()
 
 
-__all__ = ["CHECKPOINT", "CHECKPOINT_PREV", "DCP_DIR", "ERROR", "RESULT", "RUN", "checkpoint_file", "is_finished",
-           "read_json", "run_folder"]
+__all__ = ["CHECKPOINT", "CHECKPOINT_PREV", "DCP_DIR", "ERROR", "LOCK", "RESULT", "RUN", "checkpoint_file",
+           "is_finished", "read_json", "run_folder"]

@@ -9,8 +9,11 @@ from typing import Any
 from depthwidth.errors import UserError
 from depthwidth.machine import CPU_PROFILE_DTYPES, check_device, resolve_device
 from depthwidth.model.kernels import ATTN_IMPLS
+from depthwidth.artifact.config import LIMITS as RUN_LIMITS
 from depthwidth.shapes.activations import FLOAT_DTYPES
-from depthwidth.shapes.shape import Shape
+from depthwidth.shapes.checks import check_int, shown
+from depthwidth.shapes.memory import KV_DTYPES, kv_cache_bytes_per_token
+from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS, Shape
 
 #: the dtypes of a benchmarked model's weights and activations (`--dtype`): any float dtype, fp16 on CUDA only
 BENCH_DTYPES = FLOAT_DTYPES
@@ -24,14 +27,32 @@ QUANTIZE = (None, "int8")
 DEFAULT_LENGTHS = (16, 64, 256)
 #: Progress callback: (what is being measured, steps done, steps in all).
 Progress = Callable[[str, int, int], None]
+#: Upper bounds of a benchmark's sizes (flags, a study's [bench]), each far above any real measurement, so
+#: that a typo (--batches 1000000000) is refused at once; what the largest point holds in memory is then
+#: checked against the machine before anything is timed (`peak_bytes`, in `bench`).
+LIMITS = {
+    "points": (64, "values per list, each point timed `repeat` times; a sweep has 3 to 10"),
+    "length": (SHAPE_LIMITS["max_seq_len"][0], "the longest context a Shape may have"),
+    "batch": (1 << 16, "16x the largest serving batches, which hold a few thousand sequences"),
+    "repeat": (10_000, "timed repetitions per point; 5 to 50 give a steady median"),
+    "warmup": (10_000, "as many untimed runs as timed ones may be"),
+    "group_size": (SHAPE_LIMITS["d_ff"][0], "the widest MLP a Shape may have"),
+    "threads": RUN_LIMITS["threads"],
+}
+#: the limit of each list's values
+_LIST_LIMITS = {"prompt_lens": "length", "contexts": "length", "batches": "batch"}
 
 
 def _check_lengths(name: str, value: Any, *, allow_empty: bool = False) -> None:
     if not isinstance(value, tuple) or (not value and not allow_empty):
-        raise UserError(f"{name}={value!r} must be a non-empty tuple of positive integers")
+        raise UserError(f"{name}={shown(value)} must be a non-empty tuple of positive integers")
+    most, why = LIMITS["points"]
+    if len(value) > most:
+        raise UserError(f"{name} has {len(value):,} values, above the limit of {most} ({why})")
     for v in value:
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise UserError(f"{name} contains {v!r}; every entry must be a positive integer")
+            raise UserError(f"{name} contains {shown(v)}; every entry must be a positive integer")
+        check_int(name, v, 1, *LIMITS[_LIST_LIMITS[name]])
     if len(set(value)) != len(value):
         raise UserError(f"{name}={value!r} has repeated entries")
 
@@ -104,14 +125,21 @@ class BenchConfig:
                             f"device={self.device!r}; drop --quantize or use --device cpu")
         if not isinstance(self.cuda_graphs, bool):
             raise UserError(f"cuda_graphs={self.cuda_graphs!r} must be true or false")
-        for name, low in (("repeat", 1), ("warmup", 0), ("new_tokens", 1), ("throughput_prompt_len", 1),
-                          ("group_size", 1), ("seed", 0)):
+        for name, low, limit in (("repeat", 1, "repeat"), ("warmup", 0, "warmup"), ("new_tokens", 1, "length"),
+                                 ("throughput_prompt_len", 1, "length"), ("group_size", 1, "group_size"),
+                                 ("seed", 0, None)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise UserError(f"{name}={value!r} must be an integer >= {low}")
+                raise UserError(f"{name}={shown(value)} must be an integer >= {low}")
+            if limit is not None:
+                check_int(name, value, low, *LIMITS[limit])
+        if self.seed >= 1 << 63:
+            raise UserError(f"seed={shown(self.seed)} must be below 2**63")
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
-            raise UserError(f"threads={self.threads!r} must be a positive integer or None")
+            raise UserError(f"threads={shown(self.threads)} must be a positive integer or None")
+        if self.threads is not None:
+            check_int("threads", self.threads, 1, *LIMITS["threads"])
         if self.attn_impl not in ATTN_IMPLS:
             raise UserError(f"attn_impl={self.attn_impl!r} is not allowed; expected one of {', '.join(ATTN_IMPLS)}")
 
@@ -156,6 +184,15 @@ class BenchConfig:
                 f"throughput_prompt_len + new_tokens = {self.throughput_prompt_len + self.new_tokens} "
                 f"exceeds max_seq_len={limit} of the model"
             )
+
+    def peak_bytes(self, shape: Shape) -> int:
+        """A lower bound of what the largest point allocates besides the weights: its KV cache (every
+        layer, in the benchmark's dtype), its token ids (int64) and one row of logits per sequence (fp32).
+        Needs the lengths (`fitted`)."""
+        kv = kv_cache_bytes_per_token(shape, dtype=self.dtype if self.dtype in KV_DTYPES else "fp32")
+        points = [(1, p) for p in self.prompt_lens or ()] + [(1, c + 1) for c in self.contexts or ()]
+        points += [(b, self.throughput_prompt_len + self.new_tokens) for b in self.batches]
+        return max((b * t * (kv + 8) + b * shape.vocab_size * 4 for b, t in points), default=0)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -48,6 +48,8 @@ from depthwidth.machine import (
     cached_profile,
     capabilities,
     check_dtype,
+    check_fits,
+    check_per_core,
     device_name,
     is_measured,
     measured_hardware,
@@ -247,6 +249,7 @@ def bench(
     """
     if not isinstance(config, BenchConfig):
         raise UserError(f"config must be a BenchConfig, got {type(config).__name__}")
+    check_per_core("threads", config.threads)  # this machine's bound: libgomp ends a process it cannot serve
     device = resolve_device(config.device)
     if config.quantize == "int8" and device != "cpu":
         raise UserError(f"quantize='int8' runs on the CPU only (torch.ao dynamic quantization), not on "
@@ -257,6 +260,8 @@ def bench(
     check_dtype(config.dtype, device=device, allowed=config.allow_slow_dtype)
     loaded = load_target(target, attn_impl=config.attn_impl, seed=config.seed)
     config = config.fitted(loaded.shape)
+    check_fits(config.peak_bytes(loaded.shape), device=device,
+               what=f"the largest point of the benchmark of {loaded.label} (KV cache, token ids, logits)")
     eval_data = None
     if config.quantize == "int8":  # read the checkpoint's validation data now: a missing corpus fails fast
         from depthwidth.bench.quant_report import eval_data_for

@@ -83,7 +83,7 @@ def _plot_path(args):
 def run_coord(args) -> int:
     from depthwidth.train.coord import check_sizes, coord_check
 
-    check_sizes(args.widths, args.depths, head_dim=args.head_dim)
+    check_sizes(args.widths, args.depths, head_dim=args.head_dim, steps=args.steps)
     plot = _plot_path(args)
     progress = None if args.json else (
         lambda pt: print(f"  {pt.parametrization} width {pt.width} depth {pt.depth}: loss {pt.loss:.3f}",
@@ -106,11 +106,11 @@ def run_coord(args) -> int:
 
 
 def run_transfer(args) -> int:
-    from depthwidth.train.coord import check_sizes
-    from depthwidth.train.transfer import log_grid, transfer_sweep
+    from depthwidth.train.transfer import check_sweep, log_grid, transfer_sweep
 
-    check_sizes(args.widths, args.depths, head_dim=args.head_dim)
     lrs = log_grid(args.lr_min, args.lr_max, args.lrs)
+    check_sweep(widths=args.widths, depths=args.depths, parametrizations=args.parametrization, lrs=lrs,
+                steps=args.steps, head_dim=args.head_dim)
     plot = _plot_path(args)
     if args.steps < 2:
         raise UserError(f"--steps {args.steps}: a transfer run needs at least 2 steps (one of warmup)")

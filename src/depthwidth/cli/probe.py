@@ -60,7 +60,7 @@ def run_show(args) -> int:
 
 def run_capacity(args) -> int:
     from depthwidth.train import TrainConfig
-    from depthwidth.train.capacity import capacity_curve
+    from depthwidth.train.capacity import capacity_curve, capacity_runs
 
     if args.vocab is None:
         args.vocab = 256
@@ -71,6 +71,7 @@ def run_capacity(args) -> int:
         raise UserError(f"--seq-len {args.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len}")
     config = TrainConfig(corpus="probe:facts", seq_len=args.seq_len, batch_size=args.batch_size, steps=1, lr=args.lr,
                          warmup=0, weight_decay=0.0, threads=args.threads, eval_windows=8)
+    capacity_runs(fact_counts=args.facts, config=config, repeats=args.repeats, epochs=args.epochs)  # before any run
     progress = None if args.json else (lambda i, n: print(f"training {i + 1}/{n} ...", file=sys.stderr))
     points = capacity_curve(shape, fact_counts=args.facts, config=config, repeats=args.repeats,
                             epochs=args.epochs, progress=progress)

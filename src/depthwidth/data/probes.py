@@ -34,6 +34,7 @@ import string
 from dataclasses import dataclass
 
 from depthwidth.errors import UserError
+from depthwidth.shapes.checks import shown
 
 LETTERS = string.ascii_lowercase
 QUERIES = 4  # multihop queries per example (the last one is scored)
@@ -73,10 +74,16 @@ class ProbeSpec:
             limit = MAX_DIFFICULTY[self.name]
             if max(values) > limit:
                 raise UserError(f"{field}: {self.name} supports difficulty up to {limit}, got {max(values)}")
-        for field in ("n_train", "n_test"):
+            if len(values) > MAX_DIFFICULTIES:
+                raise UserError(f"{field}: {len(values):,} difficulties, above the limit of {MAX_DIFFICULTIES} (a "
+                                "probe's levels; each is a set of examples of its own)")
+        for field, n_levels in (("n_train", len(self.train_difficulties)), ("n_test", len(self.test_difficulties))):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"{field}={value!r} must be a positive integer")
+                raise UserError(f"{field}={shown(value)} must be a positive integer")
+            if value * n_levels > MAX_EXAMPLES:
+                raise UserError(f"{field}={shown(value)} x {n_levels} difficulties is above the limit of "
+                                f"{MAX_EXAMPLES:,} examples ({MAX_EXAMPLES_WHY})")
 
 
 def _rng(probe: str, difficulty: int, seed: int, split: str, index: int) -> random.Random:
@@ -133,6 +140,10 @@ PROBES = ("multihop", "recall", "facts", "addition", "parity")
 #: a probe's splits: train and test ask about the same facts with other examples (module docstring)
 PROBE_SPLITS = ("train", "test")
 MAX_DIFFICULTY = {"multihop": 20, "recall": len(KEY_ALPHABET), "facts": 100_000, "addition": 30, "parity": 256}
+#: the most difficulty levels a probe spec lists, and the most examples it generates (all levels together)
+MAX_DIFFICULTIES = 64
+MAX_EXAMPLES = 10**7
+MAX_EXAMPLES_WHY = "several hundred MB of text; the largest capacity curve, 100,000 facts 20 times each, has 2 million"
 KINDS = {
     "multihop": "depth",
     "recall": "width",
@@ -150,6 +161,8 @@ def generate(name: str, *, difficulty: int, n: int, seed: int = 0, split: str = 
         raise UserError(f"split={split!r} must be one of {', '.join(map(repr, PROBE_SPLITS))}")
     if isinstance(difficulty, bool) or not isinstance(difficulty, int) or not 1 <= difficulty <= MAX_DIFFICULTY[name]:
         raise UserError(f"difficulty={difficulty!r} for {name} must be an integer in 1..{MAX_DIFFICULTY[name]}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_EXAMPLES:
+        raise UserError(f"n={shown(n)} must be an integer in 0..{MAX_EXAMPLES:,} ({MAX_EXAMPLES_WHY})")
     if name == "facts":
         table = fact_table(difficulty, seed)
         rng = random.Random(f"facts-order/{difficulty}/{seed}/{split}")

@@ -10,6 +10,8 @@ bench, study, report, cli); imports only the standard library, `depthwidth.error
     stored.py    which stored profile fits a use
     measure.py   GEMM, copy bandwidth, tiny-op costs -> a profile; the cached profile
     memory.py    free memory now, and a one-line refusal of what cannot fit
+    processes.py the cores, the threads or workers a run may ask for here, a child that ends with its
+                 parent, one process at a time in a folder (`FolderLock`)
     peak.py      the MFU denominator: config, else a stored profile, else a GEMM timed now
     resolve.py   a hardware argument (table name, "measured", profile path) -> HardwareSpec
 """
@@ -47,6 +49,15 @@ from depthwidth.machine.measure import (
     torch_threads,
 )
 from depthwidth.machine.memory import available_memory, check_fits
+from depthwidth.machine.processes import (
+    PER_CORE,
+    FolderLock,
+    available_cores,
+    check_per_core,
+    die_with_parent,
+    is_locked,
+    per_core_limit,
+)
 from depthwidth.machine.paths import (
     CACHE_ENV,
     PROFILE_ENV,
@@ -75,6 +86,7 @@ __all__ = [
     "CUDA_PROFILE_DTYPES",
     "EAGER_BLOCK_OP",
     "MEASURED",
+    "PER_CORE",
     "PROFILE_ENV",
     "BlockOverhead",
     "CpuInfo",
@@ -83,6 +95,8 @@ __all__ = [
     "HardwareProfile",
     "PeakFlops",
     "ProfileMatch",
+    "FolderLock",
+    "available_cores",
     "available_memory",
     "best_seconds",
     "cache_dir",
@@ -91,6 +105,7 @@ __all__ = [
     "check_device",
     "check_dtype",
     "check_fits",
+    "check_per_core",
     "cpu_capabilities",
     "cuda_capabilities",
     "cuda_index",
@@ -98,10 +113,12 @@ __all__ = [
     "device_kind",
     "device_name",
     "device_slug",
+    "die_with_parent",
     "env_seconds",
     "find_profile",
     "gemm_profile",
     "hardware_choice",
+    "is_locked",
     "is_measured",
     "load_profile",
     "measure_copy_bandwidth",
@@ -112,6 +129,7 @@ __all__ = [
     "memory_capacity",
     "parse_cpuinfo",
     "peak_flops",
+    "per_core_limit",
     "probe_gemm",
     "profile_candidates",
     "profile_dtypes",

@@ -37,6 +37,7 @@ from typing import Any
 from depthwidth.errors import UserError
 from depthwidth.machine.device import DeviceCapabilities, capabilities, device_kind, profile_dtypes
 from depthwidth.machine.paths import profile_path
+from depthwidth.machine.processes import check_per_core
 from depthwidth.machine.profile import (
     GemmResult,
     HardwareProfile,
@@ -86,6 +87,7 @@ def torch_threads(n: int | None) -> Iterator[int]:
 
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise UserError(f"threads={n!r} must be a positive integer")
+    check_per_core("threads", n)  # libgomp ends the process when it cannot start them (machine/processes.py)
     before = torch.get_num_threads()
     if n is not None:
         torch.set_num_threads(n)

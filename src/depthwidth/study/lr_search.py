@@ -33,6 +33,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from depthwidth.artifact.config import LIMITS as RUN_LIMITS
+
 #: what `[lr] search` may say: how a searched shape is tuned
 SEARCHES = ("grid", "bracket")
 MODES = (*SEARCHES, "transfer")
@@ -44,8 +46,9 @@ SIGNIFICANT = 4
 MIN_SEPARATION = 0.2
 #: `transfer_from` value that picks the shape with the fewest parameters
 SMALLEST = "smallest"
-#: the search proposes no learning rate outside this range (beyond it, the search ends unbracketed)
-LR_RANGE = (1e-7, 10.0)
+#: the search proposes no learning rate outside this range (beyond it, the search ends unbracketed); the top
+#: is the largest learning rate a run may have (`artifact.config.LIMITS["lr"]`)
+LR_RANGE = (1e-7, RUN_LIMITS["lr"][0])
 
 
 def round_lr(value: float) -> float:

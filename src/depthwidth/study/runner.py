@@ -3,9 +3,10 @@ finished, run the rest on an executor, and write every outcome - from this drive
 
 Resume is the same call again: runs whose stored status is completed or diverged are never repeated;
 pending, running (interrupted) and failed runs are run again, and a training run continues from its
-checkpoint. A run whose attempt fails (an exception, a killed Ray worker) is retried until
-`execution.max_attempts` attempts in this invocation (default 2: retried once), then stored as failed
-with its error; the study goes on.
+checkpoint. A run whose attempt fails (an exception, a worker process or Ray worker that dies) is
+retried until `execution.max_attempts` attempts in this invocation (default 2: retried once), then
+stored as failed with its error; the study goes on. A job never runs in the driver's own process (a
+test's stand-in aside), so no crash of a job can leave its row `running`.
 
 With a learning-rate search (`[lr] search = "bracket"` or `transfer_from`) not every run is known up
 front: after each outcome the driver asks `lr_plan.Planner` which trials the searches want next (a pure
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from depthwidth.errors import UserError
 from depthwidth.files import write_text
+from depthwidth.machine.processes import FolderLock, check_per_core, is_locked
 from depthwidth.serial import Serializable
 from depthwidth.study.executors import JobFunction, make_executor
 from depthwidth.study.expand import Expansion, Run, expand
@@ -82,51 +84,16 @@ class RunReport(Serializable):
     executor: str
 
 
-class StudyLock:
-    """Exclusive lock on a study folder for the life of one driver (POSIX flock; a no-op elsewhere)."""
+class StudyLock(FolderLock):
+    """Exclusive lock on a study folder for the life of one driver (`machine.FolderLock` on study.lock)."""
 
     def __init__(self, study_dir: str | os.PathLike) -> None:
-        self.path = Path(study_dir) / LOCK_FILE
-        self._fd: int | None = None
-
-    def __enter__(self) -> StudyLock:
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            os.close(fd)
-            raise UserError(f"{self.path.parent} is being run by another process (pid {other or '?'}); "
-                             "wait for it or stop it first") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing releases the flock
-            self._fd = None
+        super().__init__(study_dir, file=LOCK_FILE, what="study")
 
 
 def is_running(study_dir: str | os.PathLike) -> bool:
     """Whether a driver holds the study's lock right now."""
-    import fcntl
-
-    path = Path(study_dir) / LOCK_FILE
-    if not path.is_file():
-        return False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return is_locked(study_dir, file=LOCK_FILE)
 
 
 def default_study_dir(spec: StudySpec) -> Path:
@@ -166,6 +133,7 @@ def run_study(
     spec = expansion.spec
     if executor == "local":
         _check_dtypes(expansion)
+        check_per_core("execution.threads", spec.execution.threads)  # this machine's bound, before the folder
     folder = Path(study_dir) if study_dir is not None else default_study_dir(spec)
     emit = on_event or (lambda event: None)
     running: list[str] = []  # run ids in flight, in submission order
@@ -175,11 +143,16 @@ def run_study(
 
     cores = available_cores()
     threads_of = _thread_choice(spec, executor=executor, folder=folder, cores=cores)
+    # a real job runs in a worker process even alone: one that crashes (a segfault in a kernel, libgomp ending
+    # the process) then ends as a failed outcome the driver records; a test's stand-in runs in this process
+    # unless workers are asked for
+    in_process = job_fn is not execute and workers is None
     workers = _workers(expansion, executor=executor, given=workers, cores=cores, folder=folder,
                        stand_in=job_fn is not execute)
     runner = make_executor(executor, address=address, study_dir=str(folder), cpus_per_run=spec.execution.cpus_per_run,
                            gpus_per_run=spec.execution.gpus_per_run, job_fn=job_fn, progress=progress,
-                           workers=workers, cores=max(cores, workers))  # --workers above the cores: asked for
+                           workers=workers, cores=max(cores, workers),  # --workers above the cores: asked for
+                           in_process=in_process)
     if executor == "ray":
         from depthwidth.study.executors.ray import check_address, import_ray
 
@@ -265,8 +238,10 @@ def _workers(expansion: Expansion, *, executor: str, given: int | None, cores: i
     if given is not None:
         if isinstance(given, bool) or not isinstance(given, int) or given < 1:
             raise UserError(f"workers={given!r} must be a positive integer")
+        check_per_core("workers", given, what="worker processes", cores=cores)
         return given
     if expansion.spec.execution.workers:
+        check_per_core("execution.workers", expansion.spec.execution.workers, what="worker processes", cores=cores)
         return expansion.spec.execution.workers
     if stand_in:
         return 1

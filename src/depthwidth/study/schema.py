@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.shapes.checks import shown
 
 
 class SpecError(UserError):
@@ -54,20 +55,26 @@ def _describe(value: Any) -> str:
 
 
 # ---- checkers --------------------------------------------------------------------------------------
-def integer(minimum: int = 1, maximum: int | None = None) -> Checker:
+def _why(why: str) -> str:
+    return f" ({why})" if why else ""
+
+
+def integer(minimum: int = 1, maximum: int | None = None, *, why: str = "") -> Checker:
+    """An int (not a bool) in [minimum, maximum]; `why` says what the upper bound is, for the message."""
+
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise _Bad(f"expected an integer >= {minimum}, got {_describe(value)}")
         if value < minimum or (maximum is not None and value > maximum):
-            bound = f"in [{minimum}, {maximum}]" if maximum is not None else f">= {minimum}"
-            raise _Bad(f"expected an integer {bound}, got {value}")
+            bound = f"in [{minimum}, {maximum:,}]{_why(why)}" if maximum is not None else f">= {minimum}"
+            raise _Bad(f"expected an integer {bound}, got {shown(value)}")
         return value
 
     return check
 
 
-def number(minimum: float = 0.0, *, inclusive: bool = False, maximum: float | None = None) -> Checker:
-    """A finite int or float, > minimum (>= with inclusive), <= maximum."""
+def number(minimum: float = 0.0, *, inclusive: bool = False, maximum: float | None = None, why: str = "") -> Checker:
+    """A finite int or float, > minimum (>= with inclusive), <= maximum (`why`: the reason of that bound)."""
 
     def check(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -76,8 +83,8 @@ def number(minimum: float = 0.0, *, inclusive: bool = False, maximum: float | No
         if not low_ok or (maximum is not None and value > maximum):
             bound = (">= " if inclusive else "> ") + f"{minimum:g}"
             if maximum is not None:
-                bound += f" and <= {maximum:g}"
-            raise _Bad(f"expected a number {bound}, got {value!r}")
+                bound += f" and <= {maximum:g}{_why(why)}"
+            raise _Bad(f"expected a number {bound}, got {shown(value)}")
         return float(value)
 
     return check
@@ -118,12 +125,17 @@ def optional(check: Checker) -> Checker:
     return lambda value: None if value is None else check(value)
 
 
-def array(item: Checker, *, min_len: int = 1, unique: bool = False) -> Checker:
+def array(item: Checker, *, min_len: int = 1, max_len: int | None = None, why: str = "",
+          unique: bool = False) -> Checker:
+    """A TOML array of `min_len` to `max_len` values (`why`: the reason of that bound), each checked by `item`."""
+
     def check(value: Any) -> tuple:
         if not isinstance(value, list):
             raise _Bad(f"expected an array, got {_describe(value)}")
         if len(value) < min_len:
             raise _Bad(f"expected an array of at least {min_len} value(s), got {len(value)}")
+        if max_len is not None and len(value) > max_len:
+            raise _Bad(f"expected an array of at most {max_len:,} values{_why(why)}, got {len(value):,}")
         out = []
         for i, v in enumerate(value):
             try:
@@ -131,7 +143,7 @@ def array(item: Checker, *, min_len: int = 1, unique: bool = False) -> Checker:
             except _Bad as exc:
                 raise _Bad(f"item {i}: {exc}") from None
         if unique and len(set(out)) != len(out):
-            raise _Bad(f"expected distinct values, got {value!r}")
+            raise _Bad(f"expected distinct values, got {shown(value)}")
         return tuple(out)
 
     return check

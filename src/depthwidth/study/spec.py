@@ -22,6 +22,8 @@ Sections (every key is optional unless marked):
     [bench]        batch-1 prefill / decode latency and throughput of each shape (random weights)
     [execution]    threads, workers, cpus_per_run, gpus_per_run, nproc_per_run, parallel, tp, max_attempts -
                    how to run, never what (nproc, parallel and tp belong here, not in [train])
+Every size and list has an upper bound with its reason (`depthwidth.study.limits`, and the run's, the
+shape's and the benchmark's own tables), the number of training runs too, so what validates can run.
 Every shape of a study gets the same number of learning-rate trials, the same seeds and the same token
 budget per budget group; those are what makes the comparison fair (see `depthwidth.study.fairness`).
 """
@@ -41,11 +43,13 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
 
 from depthwidth.artifact.config import stored_value
 from depthwidth.artifact.config import LIMITS as RUN_LIMITS, PARALLEL
-from depthwidth.bench.config import CPU_BENCH_DTYPES
+from depthwidth.bench.config import CPU_BENCH_DTYPES, LIMITS as BENCH_LIMITS
 from depthwidth.errors import UserError
 from depthwidth.files import read_text
 from depthwidth.shapes.checks import check_one_budget
-from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, NORM_POSITIONS, POS_KINDS
+from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, LIMITS as SHAPE_LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KINDS
+from depthwidth.study.limits import (LIMITS, LR, bounded, bounded_number, check_study_sizes, check_tables, listed,
+                                     points)
 from depthwidth.study.lr_search import SEARCHES
 from depthwidth.study.spec_train import PLACED, TrainSpec, train_config, train_section  # noqa: F401 (re-exported)
 from depthwidth.study.schema import (
@@ -66,6 +70,8 @@ from depthwidth.study.schema import (
 MODEL_KEYS = ("ffn", "norm", "bias", "pos", "max_seq_len", "rope_theta", "parallel_residual", "norm_position",
               "final_norm", "tie_embeddings", "norm_eps")
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+
+_DEPTH, _WIDTH = bounded(SHAPE_LIMITS, "n_layers"), bounded(SHAPE_LIMITS, "d_model")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,12 +99,12 @@ class BudgetSpec:
     tokens: int | None = checked(optional(integer(1)), None, doc="with flops: training tokens")
     tokens_per_param: float | None = checked(optional(number(0.0)), None, doc="with flops: D = r * N")
     count: int = checked(integer(1, 16), 5, doc="family members")
-    depths: tuple[int, ...] | None = checked(optional(array(integer(1), unique=True)), None)
-    widths: tuple[int, ...] | None = checked(optional(array(integer(1), unique=True)), None)
-    align: int = checked(integer(1), 8, doc="widths are multiples of lcm(align, head_dim)")
-    head_dim: int = checked(integer(1), 8)
+    depths: tuple[int, ...] | None = checked(optional(listed(_DEPTH, "family")), None)
+    widths: tuple[int, ...] | None = checked(optional(listed(_WIDTH, "family")), None)
+    align: int = checked(_WIDTH, 8, doc="widths are multiples of lcm(align, head_dim)")
+    head_dim: int = checked(bounded(SHAPE_LIMITS, "head_dim"), 8)
     tolerance: float = checked(number(0.0, maximum=0.99), 0.05)
-    min_layers: int = checked(integer(1), 2)
+    min_layers: int = checked(_DEPTH, 2)
     aspect_min: float = checked(number(0.0), 4.0, doc="lowest d_model / n_layers")
     aspect_max: float = checked(number(0.0), 512.0, doc="highest d_model / n_layers")
     label: str | None = checked(optional(text(NAME_PATTERN, what="a short label")), None)
@@ -146,15 +152,17 @@ class EvalSpec:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LRSpec:
-    grid: tuple[float, ...] | None = checked(optional(array(number(0.0), unique=True)), None)
-    centre: float | None = checked(optional(number(0.0)), None, doc="LR at reference_width")
-    reference_width: int | None = checked(optional(integer(1)), None)
-    exponent: float = checked(number(0.0, inclusive=True), 1.0, doc="lr ~ width**-exponent")
-    factors: tuple[float, ...] = checked(array(number(0.0), unique=True), (0.5, 1.0, 2.0))
+    grid: tuple[float, ...] | None = checked(optional(listed(LR, "lrs")), None)
+    centre: float | None = checked(optional(LR), None, doc="LR at reference_width")
+    reference_width: int | None = checked(optional(_WIDTH), None)
+    exponent: float = checked(number(0.0, inclusive=True, maximum=4.0, why="muP's Adam learning rate scales as "
+                                     "width**-1"), 1.0, doc="lr ~ width**-exponent")
+    factors: tuple[float, ...] = checked(listed(bounded_number("lr_factor"), "lrs"), (0.5, 1.0, 2.0))
     search: str = checked(choice(SEARCHES), "grid",
                           doc="grid: the values above; bracket: start there, extend and refine (lr_search)")
-    max_trials: int | None = checked(optional(integer(1, 64)), None, doc="bracket: LRs per shape, every shape")
-    step: float | None = checked(optional(number(1.0)), None, doc="bracket: extension ratio (default: the grid's)")
+    max_trials: int | None = checked(optional(bounded(LIMITS, "lrs")), None, doc="bracket: LRs per shape, every shape")
+    step: float | None = checked(optional(bounded_number("lr_step", minimum=1.0)), None,
+                                 doc="bracket: extension ratio (default: the grid's)")
     transfer_from: str | None = checked(optional(text(NAME_PATTERN, what="a shape label or 'smallest'")), None,
                                         doc="tune this shape only, reuse its LR (mup/completep groups)")
     transfer_seeds: int | None = checked(optional(integer(1, 64)), None,
@@ -192,24 +200,25 @@ class LRSpec:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BenchSpec:
     enabled: bool = checked(boolean, True)
-    prompt_lens: tuple[int, ...] | None = checked(optional(array(integer(1), unique=True)), None,
+    prompt_lens: tuple[int, ...] | None = checked(optional(points("length")), None,
                                                   doc="default: half the position table")
-    contexts: tuple[int, ...] | None = checked(optional(array(integer(1), unique=True)), None,
+    contexts: tuple[int, ...] | None = checked(optional(points("length")), None,
                                                doc="cached tokens before a decode step; default: half the table")
-    batches: tuple[int, ...] = checked(array(integer(1), unique=True), (1,))
-    repeat: int = checked(integer(1), 5)
+    batches: tuple[int, ...] = checked(points("batch", min_len=0), (1,), doc="[]: no throughput")
+    repeat: int = checked(bounded(BENCH_LIMITS, "repeat"), 5)
     dtype: str = checked(choice(CPU_BENCH_DTYPES), "fp32")  # the serving benchmark runs on the CPU
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ExecutionSpec:
-    threads: int | None = checked(optional(integer(1)), None,
+    threads: int | None = checked(optional(bounded(RUN_LIMITS, "threads")), None,
                                   doc="default: from the run's size and the cores (local), cpus_per_run (ray)")
-    workers: int | None = checked(optional(integer(1, 1024)), None,
+    workers: int | None = checked(optional(bounded(LIMITS, "workers")), None,
                                   doc="local runs at once, in worker processes; default: from the cores and runs")
-    cpus_per_run: int = checked(integer(1), 1, doc="Ray resources per run")
-    gpus_per_run: float | None = checked(optional(number(0.0, inclusive=True)), None,
-                                         doc="Ray GPUs per process of a run; default 1 when the cluster has GPUs, else 0")
+    cpus_per_run: int = checked(bounded(LIMITS, "cpus_per_run"), 1, doc="Ray resources per run")
+    gpus_per_run: float | None = checked(optional(bounded_number("gpus_per_run", inclusive=True)), None,
+                                         doc="Ray GPUs per process of a run; default 1 when the cluster has GPUs, "
+                                             "else 0")
     nproc_per_run: int = checked(integer(1, RUN_LIMITS["nproc"][0]), 1,
                                  doc="processes of one run (torch.distributed, one machine): TrainConfig.nproc")
     parallel: str = checked(choice(PARALLEL), "ddp", doc="how a run's processes share the model")
@@ -310,7 +319,7 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
         ("name", text(NAME_PATTERN, what="a name of letters, digits, '-', '_' or '.'"), None),
         ("description", text(what="a string"), ""),
         ("hardware", text(what="'measured' or a hardware name"), "measured"),
-        ("seeds", array(integer(0), unique=True), (0,)),
+        ("seeds", listed(integer(0, (1 << 63) - 1, why="a run's seed is below 2**63"), "seeds"), (0,)),
     ):
         if key not in raw:
             if default is None:
@@ -330,8 +339,10 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
                         f"{MEASURED!r} (this machine's profile), not a profile file", key="hardware")
     sections = {name: build(cls, raw.get(name, {}), key=name) for name, cls in _SECTIONS.items()}
     sections["train"] = train_section(raw.get("train", {}), data=sections["data"], eval=sections["eval"])
-    budgets = tuple(build(BudgetSpec, t, key=f"budget[{i}]") for i, t in enumerate(_tables(raw, "budget")))
-    shapes = tuple(build(ShapeSpec, t, key=f"shape[{i}]") for i, t in enumerate(_tables(raw, "shape")))
+    budgets = tuple(build(BudgetSpec, t, key=f"budget[{i}]")
+                    for i, t in enumerate(check_tables(_tables(raw, "budget"), "budget")))
+    shapes = tuple(build(ShapeSpec, t, key=f"shape[{i}]")
+                   for i, t in enumerate(check_tables(_tables(raw, "shape"), "shape")))
     if not budgets and not shapes:
         raise SpecError("a study needs at least one [[budget]] or [[shape]] table", key="budget")
     train, data = sections["train"], sections["data"]
@@ -356,9 +367,11 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
             if values and max(values) + extra > max_len:
                 raise SpecError(f"{max(values)}{' + 1 (the decoded token)' if extra else ''} exceeds the models' "
                                 f"max_seq_len={max_len} (set model.max_seq_len)", key=f"bench.{key}")
-    return StudySpec(name=top["name"], description=top["description"], hardware=top["hardware"],
+    spec = StudySpec(name=top["name"], description=top["description"], hardware=top["hardware"],
                      seeds=tuple(sorted(top["seeds"])), budgets=budgets, shapes=shapes, source=source,
                      text=toml_text, **sections)
+    check_study_sizes(spec)
+    return spec
 
 
 def _check_lr(lr: LRSpec, *, train: TrainSpec, seeds) -> None:

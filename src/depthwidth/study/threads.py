@@ -31,18 +31,11 @@ from pathlib import Path
 
 from depthwidth.errors import UserError
 from depthwidth.files import read_json
+from depthwidth.machine.processes import available_cores  # noqa: F401 (re-exported: how runs share the cores)
 
 #: block-matmul FLOPs (2 x tokens per step x d_model^2) below which a run trains on one thread
 ONE_THREAD_BELOW_FLOP = 4e9
 RUN_FILE = "run.json"  # what the trainer writes in a run's folder (depthwidth.artifact.checkpoint.RUN)
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its affinity mask on Linux, else os.cpu_count())."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def block_matmul_flop(config: dict) -> float:

@@ -19,7 +19,9 @@ import torch
 from depthwidth.data.batches import BatchStream, gather_windows
 from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.errors import UserError
+from depthwidth.machine.processes import check_per_core
 from depthwidth.model.transformer import Transformer
+from depthwidth.shapes.checks import shown
 from depthwidth.shapes.parametrization import PARAMETRIZATIONS
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig, lr_at
@@ -85,13 +87,52 @@ class CoordResult:
                 "settings": self.settings, "growth": growth, "points": [p.to_dict() for p in self.points]}
 
 
-def check_sizes(widths, depths, *, head_dim: int) -> None:
-    for name, values in (("--widths", widths), ("--depths", depths)):
-        if not values or any(not isinstance(v, int) or v < 1 for v in values):
-            raise UserError(f"{name} {values!r} must be positive integers")
+#: Upper bounds of a check's sizes (the `depthwidth check` flags), far above what a check needs (its
+#: defaults: widths 64-256, depths 2-32, 10 or 200 steps, 8 learning rates), so that a typo fails at once
+#: instead of allocating or training for hours; the largest model must also fit in the memory free now
+#: (`check_largest_fits`).
+CHECK_LIMITS = {
+    "width": (8192, "32x the default widest, 256: a check compares small models"),
+    "depth": (1024, "32x the default deepest, 32: a check compares small models"),
+    "values": (64, "sizes or learning rates per list; a check's defaults have 3 to 8"),
+    "steps": (100_000, "500x the default of a transfer sweep, 200"),
+    "trainings": (2048, "trainings of one transfer sweep, 20x its default of 96"),
+}
+
+
+def check_sizes(widths, depths, *, head_dim: int, steps: int | None = None) -> None:
+    """The widths, depths and steps of a check, each within `CHECK_LIMITS`; UserError naming the flag."""
+    for name, values, limit in (("--widths", widths, "width"), ("--depths", depths, "depth")):
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+            raise UserError(f"{name} {shown(values)} must be positive integers")
+        check_count(name, len(values))
+        most, why = CHECK_LIMITS[limit]
+        if max(values) > most:
+            raise UserError(f"{name}: {shown(max(values))} is above the limit of {most:,} ({why})")
     bad = [w for w in widths if w % head_dim]
     if bad:
         raise UserError(f"--widths {','.join(map(str, bad))} must be multiples of --head-dim {head_dim}")
+    if steps is not None and steps > CHECK_LIMITS["steps"][0]:
+        raise UserError(f"--steps {shown(steps)} is above the limit of {CHECK_LIMITS['steps'][0]:,} "
+                        f"({CHECK_LIMITS['steps'][1]})")
+
+
+def check_count(name: str, n: int) -> None:
+    """A list of a check (`name`, the flag) holds at most CHECK_LIMITS["values"] values."""
+    most, why = CHECK_LIMITS["values"]
+    if n > most:
+        raise UserError(f"{name}: {n:,} values, above the limit of {most} ({why})")
+
+
+def check_largest_fits(widths, depths, *, head_dim: int, vocab_size: int, seq_len: int) -> None:
+    """The largest model of the grid, trained with AdamW (fp32 weights, gradients and two moments), fits
+    in the memory free now (`machine.check_fits`), before any model is built."""
+    from depthwidth.machine import check_fits
+    from depthwidth.shapes.params import count_params
+
+    largest = sized_shape(max(widths), max(depths), head_dim=head_dim, vocab_size=vocab_size, seq_len=seq_len)
+    check_fits(16 * count_params(largest).total,
+               what=f"training {largest.label()} (fp32 weights, gradients and two AdamW moments)")
 
 
 def check_parametrizations(names) -> None:
@@ -171,14 +212,16 @@ def coord_check(*, widths, depths, parametrizations, steps: int = 10, lr: float 
                 dataset: Dataset | None = None, progress=None) -> CoordResult:
     """Every (parametrization, width, depth) of the grid; base sizes default to the smallest width and depth
     (there every parametrization's LR factors are 1). Constant LR (the check looks at the first steps)."""
-    check_sizes(widths, depths, head_dim=head_dim)
+    check_sizes(widths, depths, head_dim=head_dim, steps=steps)
     check_parametrizations(parametrizations)
+    check_per_core("--threads", threads)
     base_width, base_depth = base_width or min(widths), base_depth or min(depths)
     base = TrainConfig(corpus=corpus, steps=steps, lr=lr, schedule="constant", seq_len=seq_len,
                        batch_size=batch_size, seed=seed, threads=threads, device="cpu", base_width=base_width,
                        base_depth=base_depth)
     if dataset is None:
         dataset = load_dataset(corpus=corpus, tokenizer=base.tokenizer, val_fraction=base.val_fraction)
+    check_largest_fits(widths, depths, head_dim=head_dim, vocab_size=dataset.vocab_size, seq_len=seq_len)
     stream = BatchStream(dataset, seq_len=seq_len, batch_size=batch_size, seed=seed)
     probe_x, _ = gather_windows(stream.tokens, stream.positions(10**6), seq_len)  # a batch no step trains on
     probe = torch.from_numpy(probe_x)
@@ -204,4 +247,5 @@ def coord_check(*, widths, depths, parametrizations, steps: int = 10, lr: float 
                        settings=settings)
 
 
-__all__ = ["CoordPoint", "CoordResult", "coord_check", "coord_point", "sized_shape"]
+__all__ = ["CHECK_LIMITS", "CoordPoint", "CoordResult", "check_count", "check_largest_fits", "check_sizes",
+           "coord_check", "coord_point", "sized_shape"]

@@ -1,7 +1,8 @@
 """One rank of a run started by `depthwidth.train.launch.spawn`: `python -m depthwidth.train.rank TMP` reads
 the launcher's arguments from TMP/args.json, runs `train(...)` (RANK, WORLD_SIZE and the rendezvous are in
 its environment) and writes rank 0's result (or a UserError's line) back into TMP. It is its own module so
-that the launcher, which the trainer calls, never imports the trainer.
+that the launcher, which the trainer calls, never imports the trainer. First of all it ties its life to
+the launcher's (`machine.die_with_parent`): a launcher that is killed takes its ranks with it.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import sys
 from pathlib import Path
 
 from depthwidth.errors import UserError
-from depthwidth.train.launch import ARGS_FILE, ERROR_FILE, RESULT_FILE
+from depthwidth.machine.processes import die_with_parent
+from depthwidth.train.launch import ARGS_FILE, ERROR_FILE, LAUNCHER_ENV, RESULT_FILE
 
 
 def main(tmp: str) -> None:
     """Run this rank's `train(...)` with the arguments the launcher wrote into `tmp`."""
+    if LAUNCHER_ENV in os.environ:
+        die_with_parent(int(os.environ[LAUNCHER_ENV]))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     args = json.loads(Path(tmp, ARGS_FILE).read_text(encoding="utf-8"))
     import torch

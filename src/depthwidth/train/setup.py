@@ -9,7 +9,7 @@ import torch
 
 from depthwidth.data.dataset import Dataset
 from depthwidth.errors import UserError
-from depthwidth.machine import check_dtype, check_fits, resolve_device as machine_resolve_device
+from depthwidth.machine import check_dtype, check_fits, check_per_core, resolve_device as machine_resolve_device
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig
@@ -26,6 +26,7 @@ def resolve_device(config: TrainConfig) -> torch.device:
 def check_compatible(shape: Shape, config: TrainConfig, dataset: Dataset, device: torch.device) -> None:
     # (fp16 never gets here: `TrainConfig` offers fp32 and bf16 only, `artifact.config.DTYPES`)
     check_dtype(config.dtype, device=device, allowed=config.allow_slow_dtype)
+    check_per_core("threads", config.threads)  # this machine's bound: libgomp ends a process it cannot serve
     if config.seq_len > shape.max_seq_len:
         raise UserError(
             f"seq_len={config.seq_len} exceeds the shape's max_seq_len={shape.max_seq_len} "

@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.errors import UserError
 from depthwidth.shapes.parametrization import PARAMETRIZATIONS
-from depthwidth.artifact.config import TrainConfig
-from depthwidth.train.coord import check_parametrizations, check_sizes, sized_shape
+from depthwidth.artifact.config import LIMITS as RUN_LIMITS, TrainConfig
+from depthwidth.machine.processes import check_per_core
+from depthwidth.train.coord import (CHECK_LIMITS, check_count, check_largest_fits, check_parametrizations, check_sizes,
+                                    sized_shape)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -103,8 +105,30 @@ def log_grid(lr_min: float, lr_max: float, n: int) -> tuple[float, ...]:
     if not (0 < lr_min < lr_max) or n < 2:
         raise UserError(f"--lr-min {lr_min:g} must be below --lr-max {lr_max:g}, both positive, with --lrs "
                         f"{n} >= 2 points")
+    check_count("--lrs", n)
+    most, why = RUN_LIMITS["lr"]
+    if lr_max > most:
+        raise UserError(f"--lr-max {lr_max:g} is above the limit of {most:g} ({why})")
     ratio = (lr_max / lr_min) ** (1 / (n - 1))
     return tuple(lr_min * ratio**i for i in range(n))
+
+
+def trainings(*, widths, depths, parametrizations, lrs) -> int:
+    """Trainings of a sweep: every parametrization x shape of the cross x learning rate."""
+    return len(parametrizations) * (len(widths) + len(depths) - 1) * len(lrs)
+
+
+def check_sweep(*, widths, depths, parametrizations, lrs, steps: int, head_dim: int) -> None:
+    """Every size of a sweep within `CHECK_LIMITS`, its trainings included; UserError naming the flag."""
+    check_sizes(widths, depths, head_dim=head_dim, steps=steps)
+    check_parametrizations(parametrizations)
+    check_count("--lrs", len(lrs))
+    n = trainings(widths=widths, depths=depths, parametrizations=parametrizations, lrs=lrs)
+    most, why = CHECK_LIMITS["trainings"]
+    if n > most:
+        raise UserError(f"the sweep trains {n:,} models ({len(parametrizations)} parametrization(s) x "
+                        f"{len(widths) + len(depths) - 1} shapes x {len(lrs)} learning rates), above the limit of "
+                        f"{most:,} ({why}); use fewer --lrs, --widths or --depths")
 
 
 def transfer_sweep(*, widths, depths, parametrizations, lrs, steps: int = 200, head_dim: int = 16,
@@ -114,14 +138,19 @@ def transfer_sweep(*, widths, depths, parametrizations, lrs, steps: int = 200, h
     """Train every (parametrization, shape of the cross, LR) and collect the final validation losses."""
     from depthwidth.train.loop import train
 
-    check_sizes(widths, depths, head_dim=head_dim)
-    check_parametrizations(parametrizations)
+    check_sweep(widths=widths, depths=depths, parametrizations=parametrizations, lrs=lrs, steps=steps,
+                head_dim=head_dim)
     warmup = max(1, steps // 10) if warmup is None else warmup
     base = TrainConfig(corpus=corpus, steps=steps, lr=lrs[0], warmup=warmup, seq_len=seq_len, batch_size=batch_size,
                        seed=seed, threads=threads, device="cpu", eval_windows=eval_windows, base_width=widths[0],
                        base_depth=depths[0], peak_flops=1e12)
+    for pz in parametrizations:  # every run's config is checked before the first trains
+        for lr in lrs:
+            base.with_(parametrization=pz, lr=lr)
+    check_per_core("--threads", threads)
     if dataset is None:
         dataset = load_dataset(corpus=corpus, tokenizer=base.tokenizer, val_fraction=base.val_fraction)
+    check_largest_fits(widths, depths, head_dim=head_dim, vocab_size=dataset.vocab_size, seq_len=seq_len)
     cross = [(w, depths[0]) for w in widths] + [(widths[0], d) for d in depths[1:]]
     curves = []
     for pz in parametrizations:
@@ -143,4 +172,4 @@ def transfer_sweep(*, widths, depths, parametrizations, lrs, steps: int = 200, h
                           settings=settings)
 
 
-__all__ = ["TransferCurve", "TransferResult", "log_grid", "transfer_sweep"]
+__all__ = ["TransferCurve", "TransferResult", "check_sweep", "log_grid", "trainings", "transfer_sweep"]

@@ -13,13 +13,14 @@ from depthwidth.study.jobs import JobProgress, execute
 
 def make_executor(name: str, *, address: str | None = None, study_dir: str | None = None,
                   cpus_per_run: float = 1, gpus_per_run: float | None = None, job_fn: JobFunction = execute,
-                  progress: JobProgress | None = None, workers: int = 1, cores: int | None = None) -> Executor:
-    """'local' (this process, one run after another; `workers` > 1: that many worker processes sharing
-    `cores`) or 'ray' (the `ray` extra)."""
+                  progress: JobProgress | None = None, workers: int = 1, cores: int | None = None,
+                  in_process: bool = False) -> Executor:
+    """'local' (`workers` worker processes sharing `cores`; with `in_process` and one worker, this process
+    runs the jobs itself, one after another) or 'ray' (the `ray` extra)."""
     if name == "local":
         from depthwidth.study.executors.local import LocalExecutor
 
-        return LocalExecutor(job_fn=job_fn, progress=progress, workers=workers, cores=cores)
+        return LocalExecutor(job_fn=job_fn, progress=progress, workers=workers, cores=cores, in_process=in_process)
     if name == "ray":
         from depthwidth.study.executors.ray import RayExecutor
 

@@ -1,11 +1,14 @@
-"""The default executor: runs a study's jobs on this machine, one at a time in this process (1 worker)
-or several at once in worker processes (`workers` > 1).
+"""The default executor: runs a study's jobs on this machine in `workers` worker processes (one at a time
+with one worker), or in this process when asked to (`in_process`, one worker: a test's stand-in jobs).
 
 - Workers are spawned processes (not forked: torch's thread pools do not survive a fork), started
   once and fed one job at a time over a pipe; each sends back progress and its `Outcome`, and only
-  the driver writes the store. A worker that dies (killed, out of memory) turns its job into a
-  `failed` outcome and is replaced. A worker ends with its driver (PR_SET_PDEATHSIG on Linux, and a
-  check of its parent otherwise), so a killed study leaves no worker writing its run folders.
+  the driver writes the store. A worker that dies (killed, out of memory, a crash in native code such
+  as libgomp's when it cannot start its threads) turns its job into a `failed` outcome, stored with
+  how it died, and is replaced: a job run in the driver's own process would take the driver with it
+  and leave its row `running`. A worker ends with its driver (`machine.die_with_parent`:
+  PR_SET_PDEATHSIG on Linux, and a check of its parent), so a killed study leaves no worker writing
+  its run folders.
 - Cores are shared out by the jobs' thread counts (`Job.threads`): a job starts when a worker is free
   and enough of the `cores` are. A benchmark job (its latencies are the measurement) runs alone: it
   starts when nothing else runs, and nothing starts while it runs.
@@ -17,13 +20,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import sys
-import threading
-import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
+from depthwidth.machine.processes import die_with_parent
 from depthwidth.study.executors.base import JobFunction
 from depthwidth.study.jobs import Job, JobProgress, Outcome, execute
 
@@ -31,29 +32,10 @@ from depthwidth.study.jobs import Job, JobProgress, Outcome, execute
 ALONE = ("bench",)
 
 
-def _die_with_parent() -> None:
-    """End this process when its parent (the study's driver) ends."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def _worker_main(conn: Connection, job_fn: JobFunction) -> None:
+def _worker_main(conn: Connection, job_fn: JobFunction, parent: int | None = None) -> None:
     """A worker process: run each job received, sending ("progress", values) while it runs and
-    ("outcome", Outcome) at its end; None ends the worker."""
-    _die_with_parent()
+    ("outcome", Outcome) at its end; None ends the worker. `parent`: the driver's pid."""
+    die_with_parent(parent)
     while True:
         try:
             job = conn.recv()
@@ -79,9 +61,10 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, *, job_fn: JobFunction = execute, progress: JobProgress | None = None, workers: int = 1,
-                 cores: int | None = None) -> None:
+                 cores: int | None = None, in_process: bool = False) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers={workers!r} must be a positive integer")
+        self.in_process = in_process and workers == 1
         self._job_fn = job_fn
         self._progress = progress
         self.workers = workers
@@ -103,7 +86,7 @@ class LocalExecutor:
     def wait(self) -> tuple[Job, Outcome]:
         if not self.pending():
             raise RuntimeError("wait() with no submitted job")
-        if self.workers == 1:  # in this process, in submission order
+        if self.in_process:  # in this process, in submission order
             job = self._queue.popleft()
             return job, self._job_fn(job, progress=self._progress)
         while True:
@@ -131,8 +114,7 @@ class LocalExecutor:
         if worker.process.sentinel in ready or not worker.process.is_alive():
             worker.process.join(timeout=5)
             self._pool.remove(worker)
-            code = worker.process.exitcode
-            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            how = exit_description(worker.process.exitcode)
             return job, Outcome(run_id=job.run_id, status="failed", result=None,
                                 error=f"worker process died ({how})", worker=f"local:{worker.process.pid}")
         return None
@@ -156,7 +138,7 @@ class LocalExecutor:
 
     def _spawn(self) -> _Worker:
         ours, theirs = self._context.Pipe()
-        process = self._context.Process(target=_worker_main, args=(theirs, self._job_fn), daemon=True,
+        process = self._context.Process(target=_worker_main, args=(theirs, self._job_fn, os.getpid()), daemon=True,
                                         name="depthwidth-worker")
         process.start()
         theirs.close()
@@ -181,9 +163,22 @@ class LocalExecutor:
         self._pool.clear()
 
     def describe(self) -> str:
-        if self.workers == 1:
+        if self.in_process:
             return "local (this process, one run at a time)"
+        if self.workers == 1:
+            return "local (1 worker process, one run at a time)"
         return f"local ({self.workers} worker processes on {self.cores} cores)"
 
 
-__all__ = ["ALONE", "LocalExecutor"]
+def exit_description(code: int | None) -> str:
+    """How a process ended, from its exit code: "killed by signal 11 (SIGSEGV)" or "exit code 1"."""
+    if code is not None and code < 0:
+        try:
+            name = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            name = ""
+        return f"killed by signal {-code}{name}"
+    return f"exit code {code}"
+
+
+__all__ = ["ALONE", "LocalExecutor", "exit_description"]
