@@ -18,9 +18,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from depthwidth.artifact import checkpoint as ckpt
 from depthwidth.artifact.config import TrainConfig, cooldown_start, horizon_steps
+from depthwidth.artifact.folder import CHECKPOINT
+from depthwidth.artifact.records import CheckpointMeta
 from depthwidth.artifact.result import TrainResult
 from depthwidth.errors import UserError
+from depthwidth.train.run_dir import prepare_run_dir
 
 HORIZONS_DIR = "horizons"
 
@@ -57,6 +61,19 @@ def horizon_entry(fraction: float, result: TrainResult, *, branched_at: int | No
             "train_seconds": result.train_seconds, "tokens_per_s": result.tokens_per_s}
 
 
+def save_branches(group: list[tuple[float, TrainConfig]], *, root: Path, step: int, total: int, shape, dataset,
+                  meta: CheckpointMeta, model, optimizer, device) -> None:
+    """Leave, for each horizon of `group` whose cooldown starts after `step` steps, a checkpoint recorded as
+    that shorter run's own (its config; the curve and evaluations so far are the long run's), in its folder."""
+    for fraction, branch in group:
+        folder = branch_dir(root, fraction)
+        prepare_run_dir(folder, shape=shape, config=branch, dataset=dataset)
+        record = dataclasses.replace(meta, config=branch.to_dict(),
+                                     resumes=[f"branched at step {step} from the run of {total} steps"])
+        ckpt.save_checkpoint(folder / CHECKPOINT, model=model, optimizer=optimizer, device=device,
+                             meta=record.to_dict())
+
+
 def with_horizons(train, shape, config: TrainConfig, result: TrainResult, *, root: Path, dataset,
                   progress=None) -> TrainResult:
     """`result` of the full run with every cooldown branch trained (`train`, the trainer itself, on each branch
@@ -73,4 +90,4 @@ def with_horizons(train, shape, config: TrainConfig, result: TrainResult, *, roo
     return dataclasses.replace(result, horizons=entries)
 
 
-__all__ = ["HORIZONS_DIR", "branch_config", "branch_dir", "branches", "check_horizons", "horizon_entry", "with_horizons"]
+__all__ = ["HORIZONS_DIR", "branch_config", "branch_dir", "branches", "check_horizons", "horizon_entry", "save_branches", "with_horizons"]

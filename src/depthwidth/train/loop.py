@@ -17,7 +17,6 @@ loop (e.g. out of memory) returns status "failed" - neither raises, so a study c
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import tempfile
 import time
@@ -34,8 +33,7 @@ from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig, lr_at
-from depthwidth.artifact import checkpoint as ckpt
-from depthwidth.artifact.folder import CHECKPOINT, ERROR, RESULT
+from depthwidth.artifact.folder import ERROR, RESULT
 from depthwidth.artifact.model import build_model
 from depthwidth.artifact.records import CheckpointMeta, CurvePoint, EvalPoint
 from depthwidth.artifact.state import TrainState, save_state
@@ -43,7 +41,7 @@ from depthwidth.files import write_json
 from depthwidth.train import dist_checkpoint
 from depthwidth.train.distributed import check_parallel, join, under_launcher
 from depthwidth.train.evaluate import evaluate, position_buckets
-from depthwidth.train.horizons import branch_dir, branches, check_horizons, with_horizons
+from depthwidth.train.horizons import branches, check_horizons, save_branches, with_horizons
 from depthwidth.train.init_from import check_resumed_init, read_init
 from depthwidth.train.comm_meter import comm_fields
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
@@ -335,15 +333,9 @@ class _Run:
         save_state(self.run_dir, self.state)
 
     def _branch(self, step: int) -> None:
-        """Leave, for each horizon whose cooldown starts after `step` steps, a checkpoint recorded as that
-        shorter run's own (its config; its curve and evaluations so far are this run's), in its folder."""
-        for fraction, branch in self.branches[step]:
-            folder = branch_dir(self.branch_root, fraction)
-            prepare_run_dir(folder, shape=self.shape, config=branch, dataset=self.dataset)
-            meta = dataclasses.replace(self._meta(step), config=branch.to_dict(),
-                                       resumes=[f"branched at step {step} from the run of {self.steps} steps"])
-            ckpt.save_checkpoint(folder / CHECKPOINT, model=self.model, optimizer=self.optimizer, device=self.device,
-                                 meta=meta.to_dict())
+        save_branches(self.branches[step], root=self.branch_root, step=step, total=self.steps, shape=self.shape,
+                      dataset=self.dataset, meta=self._meta(step), model=self.model, optimizer=self.optimizer,
+                      device=self.device)
 
     def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
         cfg = self.config
