@@ -121,16 +121,16 @@ def test_a_killed_run_with_horizons_resumes_to_the_same_results(tiny_shape, run_
     assert train(tiny_shape, config, out_dir=tmp_path / "killed", resume=True).horizons == resumed.horizons
 
 
-def test_a_study_spec_with_horizons_is_refused_in_one_line_naming_the_key(tmp_path):
-    """A study keeps one result per run and would not read the branches: it says so instead of training them."""
+def test_a_study_spec_takes_horizons_under_wsd_only_and_says_so_in_one_line(tmp_path):
+    """A study trains horizons as cooldown branches (tests/study/test_horizon_study.py); without the WSD
+    schedule there is no stable phase to branch from, and the spec says so naming the key."""
     from depthwidth.study.spec import load_spec
 
     spec = tmp_path / "hz.toml"
     spec.write_text('name = "hz"\n[[budget]]\nparams = 100000\n[lr]\ngrid = [1e-3]\n'
-                    '[train]\ntokens = 100000\nschedule = "wsd"\nhorizons = [0.5, 1.0]\n')
+                    '[train]\ntokens = 100000\nschedule = "cosine"\nhorizons = [0.5, 1.0]\n')
     with pytest.raises(UserError) as err:
-        load_spec(spec)
-    assert str(err.value).startswith(f"{spec}:9: train.horizons: a study does not read a run's cooldown branches")
-    wsd_only = spec.read_text().replace("horizons = [0.5, 1.0]\n", "decay_shape = \"linear\"\n")
-    spec.write_text(wsd_only)
-    assert load_spec(spec).train_config(lr=1e-3, seed=0, tokens=100000).decay_shape == "linear"
+        load_spec(spec).train_config(lr=1e-3, seed=0, tokens=100000)
+    assert "horizons" in str(err.value) and "wsd" in str(err.value) and "\n" not in str(err.value)
+    spec.write_text(spec.read_text().replace('"cosine"', '"wsd"'))
+    assert load_spec(spec).train_config(lr=1e-3, seed=0, tokens=100000).horizons == (0.5, 1.0)

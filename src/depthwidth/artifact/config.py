@@ -339,6 +339,17 @@ def horizon_steps(total_steps: int, fraction: float) -> int:
     return max(1, round(fraction * total_steps))
 
 
+def branch_config(config: TrainConfig, fraction: float) -> TrainConfig:
+    """The config of the run that horizon `fraction` of `config` stands for: its steps, no horizons (the
+    shorter WSD run whose cooldown branches from `config`'s stable phase). A run given in tokens gives its
+    branch in tokens (the branch's steps times the tokens per step), so it is the config of that run as it
+    would be asked for on its own."""
+    steps = horizon_steps(config.total_steps, fraction)
+    if config.steps is None:
+        return config.with_(tokens=steps * config.tokens_per_step, horizons=None)
+    return config.with_(steps=steps, tokens=None, horizons=None)
+
+
 def cooldown_start(config: TrainConfig) -> int:
     """The first step of a WSD run's cooldown (every step before it, after the warmup, is at `lr`)."""
     return config.total_steps - decay_steps(config.total_steps, config.decay_fraction)

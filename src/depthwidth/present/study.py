@@ -195,6 +195,9 @@ def print_validation(console, expansion) -> None:
                              f"{len(spec.seeds)} seed(s) per shape)")
     console.print(f"{spec.source}: study {spec.name!r} is valid: {runs} and {len(expansion.bench_runs)} benchmarks",
                   markup=False)
+    line = horizons_line(expansion)
+    if line:
+        console.print(line, markup=False)
     for group in expansion.groups:
         console.print(f"  group {group.label!r}: {integer(group.tokens)} tokens per run; shapes "
                       + ", ".join(s.label() for s in group.shapes), markup=False)
@@ -202,6 +205,24 @@ def print_validation(console, expansion) -> None:
             console.print(f"    learning rate: {expansion.modes[group.label].describe()}", markup=False)
         for note in group.notes:
             console.print(f"    planner: {note}", markup=False)
+
+
+def horizons_line(expansion) -> str | None:
+    """What the cooldown branches of a study with horizons cost (`depthwidth.study.horizons`)."""
+    from depthwidth.study.horizons import extra_cost
+    from depthwidth.study.run_config import train_config_of
+
+    branches = [r for r in expansion.train_runs if r.parent is not None]
+    parents = [r for r in expansion.train_runs if r.config["train"].get("horizons")]
+    if not parents:
+        return None
+    config = train_config_of(parents[0].config)
+    fractions = ", ".join(f"{h:g}" for h in config.horizons[:-1])
+    return (f"  horizons: each run also trains the cooldown branch of horizon {fractions} of its steps "
+            f"({len(branches)} of the training runs are such branches, each the standalone run of its length); "
+            f"they add {extra_cost(config):.0%} to each run's training steps "
+            f"({config.decay_fraction:g} of each horizon's steps), where separate runs would add "
+            f"{sum(config.horizons[:-1]):.0%}")
 
 
 def repair_lines(report) -> list[str]:
@@ -220,5 +241,5 @@ def repair_lines(report) -> list[str]:
 
 
 __all__ = ["COMM_COLUMNS", "SHAPE_COLUMNS", "STATE_ORDER", "counts_line", "curve_table", "fairness_line", "print_run",
-           "print_summary", "print_validation", "repair_lines", "run_report_line", "runs_table", "shapes_table",
+           "print_summary", "print_validation", "horizons_line", "repair_lines", "run_report_line", "runs_table", "shapes_table",
            "states_table"]

@@ -19,11 +19,12 @@ group: the proxy's); the rest are proposed as results arrive (`depthwidth.study.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from depthwidth.artifact.config import stored_value
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
+from depthwidth.study.horizons import branch_runs, horizon_groups, split_horizon
 from depthwidth.study.lr_search import GroupMode, group_mode
 from depthwidth.study.schema import SpecError
 from depthwidth.study.run_config import BENCH_FORMAT, config_hash, train_run_config
@@ -50,6 +51,11 @@ class Group:
     notes: tuple[str, ...] = ()  # planner remarks: members dropped and why
     overrides: dict = field(default_factory=dict)  # the group's factor values ({"parametrization": "sp"})
 
+    @property
+    def horizon(self) -> tuple[str, float] | None:
+        """(parent group, fraction) of a horizon group (`depthwidth.study.horizons`); None otherwise."""
+        return split_horizon(self.label)
+
     def to_dict(self) -> dict:
         return {"label": self.label, "tokens": self.tokens, "target": self.target, "notes": list(self.notes),
                 "shapes": [s.label() for s in self.shapes], "overrides": dict(self.overrides)}
@@ -65,6 +71,8 @@ class Run:
     seed: int | None
     lr_trials: int | None
     config: dict = field(repr=False)
+    parent: str | None = None  # a cooldown branch: the run id of the run that trains it (`study.horizons`)
+    horizon: float | None = None  # ... and its fraction of that run's steps
 
     @property
     def short_id(self) -> str:
@@ -73,7 +81,8 @@ class Run:
     def label(self) -> str:
         if self.kind == "bench":
             return f"{self.shape.label()} bench"
-        return f"{self.shape.label()} lr={self.lr:.3g} seed={self.seed}"
+        tail = f" @{self.horizon:g}" if self.horizon is not None else ""
+        return f"{self.shape.label()} lr={self.lr:.3g} seed={self.seed}{tail}"
 
     def to_row(self) -> dict:
         return {"run_id": self.run_id, "kind": self.kind, "group": self.group, "shape_label": self.shape.label(),
@@ -117,6 +126,8 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
     modes = {g.label: _mode(spec, g) for g in groups}
     for group in groups:
         mode = modes[group.label]
+        if group.horizon is not None:
+            continue  # its runs are the branches of its parent group's (below)
         for shape in group.shapes:
             if mode.kind == "transfer" and shape.label() != mode.proxy:
                 continue  # trained at the proxy's learning rate once its search is done
@@ -125,8 +136,12 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
                     run = train_run(spec, data=data, group=group, shape=shape, lr=lr, seed=seed,
                                     lr_trials=mode.max_trials)
                     runs.setdefault(run.run_id, run)
+    for run in with_branches(list(runs.values()), spec=spec, data=data, groups=groups):
+        runs.setdefault(run.run_id, run)
     if spec.bench.enabled:
         for group in groups:
+            if group.horizon is not None:
+                continue
             for shape in group.shapes:
                 config = bench_config(spec, shape=shape)
                 run_id = config_hash(config)
@@ -135,7 +150,29 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
     return Expansion(spec=spec, data=data, groups=groups, runs=tuple(runs.values()), modes=modes)
 
 
+def with_branches(runs: list[Run], *, spec: StudySpec, data: DataInfo, groups) -> list[Run]:
+    """`runs` and, after each parent with horizons, its cooldown branches (`depthwidth.study.horizons`)."""
+    from depthwidth.study.run_config import train_config_of
+
+    by_label = {g.label: g for g in groups}
+
+    def stored(run: Run, branch) -> tuple[str, dict]:
+        config = train_run_config(shape=run.shape.to_dict(), corpus_hash=data.corpus_hash, config=branch,
+                                  init_hash=run.config.get("init_hash"))
+        return config_hash(config), config
+
+    out = []
+    for run in runs:
+        out.append(run)
+        if run.kind == "train" and run.parent is None and run.config["train"].get("horizons"):
+            out += branch_runs(run, groups=by_label, config_of=lambda r: train_config_of(r.config),
+                               run_config_of=stored)
+    return out
+
+
 def _mode(spec: StudySpec, group: Group) -> GroupMode:
+    if group.horizon is not None:  # a horizon's learning rates are its parent group's
+        group = replace(group, label=group.horizon[0])
     parametrization = group.overrides.get("parametrization", stored_value(spec.train, "parametrization"))
     shapes = {s.label(): count_params(s).total for s in group.shapes}
     mode = group_mode(spec.lr, seeds=spec.seeds, parametrization=parametrization, shapes=shapes)
@@ -221,6 +258,7 @@ def _groups(spec: StudySpec, data: DataInfo) -> tuple[Group, ...]:
                 raise SpecError(str(exc), key=f"shape[{i}]") from None
         groups += _crossed(spec, [Group(label=EXPLICIT_GROUP, tokens=_fixed_tokens(spec, key="train"),
                                         shapes=_dedupe(shapes), target={})])
+    groups = _with_horizons(spec, data, groups)
     labels = [g.label for g in groups]
     for i, label in enumerate(labels):
         if labels.index(label) != i:
@@ -228,10 +266,20 @@ def _groups(spec: StudySpec, data: DataInfo) -> tuple[Group, ...]:
     return tuple(groups)
 
 
+def _with_horizons(spec: StudySpec, data: DataInfo, groups: list[Group]) -> list[Group]:
+    """Each group and its horizon groups, when [train] has horizons (`depthwidth.study.horizons`)."""
+    if not spec.train.get("horizons"):
+        return groups
+    lr = spec.lr.values(groups[0].shapes[0].d_model)[0] if groups and groups[0].shapes else 1e-3
+    out = []
+    for group in groups:  # each group's own config: a factor may change the batch geometry's checks
+        config = spec.train_config(lr=lr, seed=spec.seeds[0], tokens=group.tokens, overrides=group.overrides)
+        out += horizon_groups([group], config)
+    return out
+
+
 def _crossed(spec: StudySpec, groups: list[Group]) -> list[Group]:
     """Each group once per value of the study's factor (unchanged without one)."""
-    from dataclasses import replace
-
     levels = spec.train.levels()
     if levels == ({},):
         return groups
@@ -287,4 +335,4 @@ def _dedupe(shapes: list[Shape] | tuple[Shape, ...]) -> tuple[Shape, ...]:
 
 
 __all__ = ["DataInfo", "Expansion", "Group", "Run", "bench_config", "expand", "read_data", "train_config",
-           "train_run"]
+           "train_run", "with_branches"]

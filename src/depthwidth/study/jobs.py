@@ -41,6 +41,7 @@ class Job:
     threads: int | None = None  # CPU threads for torch; None keeps the process setting
     execution: dict = field(default_factory=dict)  # TrainConfig execution fields: checkpoint_every, cache_dir, ...
     label: str = ""
+    branches: tuple[tuple[float, str], ...] = ()  # (horizon, run id) of each cooldown branch this run trains
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,6 +53,7 @@ class Outcome:
     error: str | None = None
     wall_seconds: float = 0.0
     worker: str = ""
+    branches: tuple[Outcome, ...] = ()  # the outcomes of the job's cooldown branches (`Job.branches`)
 
     def __post_init__(self) -> None:
         if self.status not in OUTCOME_STATUSES:
@@ -69,9 +71,10 @@ def worker_name() -> str:
 def execute(job: Job, *, progress: JobProgress | None = None) -> Outcome:
     """Run one job to its outcome (never raises for the run's own errors)."""
     start = time.perf_counter()
+    branched: tuple[Outcome, ...] = ()
     try:
         if job.kind == "train":
-            status, result, curve, error = _train(job, progress=progress)
+            status, result, curve, error, branched = _train(job, progress=progress)
         elif job.kind == "bench":
             status, result, curve, error = _bench(job, progress=progress)
         else:
@@ -84,10 +87,10 @@ def execute(job: Job, *, progress: JobProgress | None = None) -> Outcome:
         if tb:
             error += f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})"
     return Outcome(run_id=job.run_id, status=status, result=result, curve=tuple(curve), error=error,
-                   wall_seconds=time.perf_counter() - start, worker=worker_name())
+                   wall_seconds=time.perf_counter() - start, worker=worker_name(), branches=branched)
 
 
-def _train(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None, list[dict], str | None]:
+def _train(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None, list[dict], str | None, tuple]:
     from depthwidth.shapes.shape import Shape
     from depthwidth.study.run_config import train_config_of
     from depthwidth.train import train
@@ -102,9 +105,35 @@ def _train(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None,
             progress(phase=p.phase, step=p.step, steps=p.steps, loss=p.loss, tokens_per_s=p.tokens_per_s,
                      eta_s=p.eta_s)
     # resume=True: continue from the checkpoint in `out` when there is one, return its result when finished
-    result = train(shape, config, out_dir=out, resume=True, progress=callback).to_dict()
+    done = train(shape, config, out_dir=out, resume=True, progress=callback)
+    result = done.to_dict()
     curve = merge_curve(result.pop("curve", []), result.get("evals", []), tokens_per_step=config.tokens_per_step)
-    return result["status"], result, curve, result.get("error")
+    branched = tuple(_branch(job, shape, config, done, fraction=h, run_id=i) for h, i in job.branches)
+    return result["status"], result, curve, result.get("error"), branched
+
+
+def _branch(job: Job, shape, config, parent, *, fraction: float, run_id: str) -> Outcome:
+    """The outcome of one cooldown branch of a finished parent run (`depthwidth.study.horizons`): its
+    finished result read back from its folder (the trainer trained it after the parent). A parent that
+    diverged before the branch's cooldown began leaves no branch to train: the standalone run of that
+    length is the same run up to there, so it diverged at the same step."""
+    from depthwidth.artifact.config import branch_config
+    from depthwidth.artifact.folder import CHECKPOINT
+    from depthwidth.train import train
+    from depthwidth.train.horizons import branch_dir
+
+    start = time.perf_counter()
+    branch = branch_config(config, fraction)
+    folder = branch_dir(Path(job.run_dir), fraction)
+    if parent.status == "diverged" and not (folder / CHECKPOINT).is_file():
+        error = (f"diverged: the run it branches from diverged at step {parent.steps}, before this horizon's "
+                 "cooldown began")
+        return Outcome(run_id=run_id, status="diverged", result={"status": "diverged", "error": error}, error=error,
+                       worker=worker_name())
+    done = train(shape, branch, out_dir=folder, resume=True).to_dict()
+    curve = merge_curve(done.pop("curve", []), done.get("evals", []), tokens_per_step=branch.tokens_per_step)
+    return Outcome(run_id=run_id, status=done["status"], result=done, curve=tuple(curve), error=done.get("error"),
+                   wall_seconds=time.perf_counter() - start, worker=worker_name())
 
 
 def merge_curve(curve: list[dict], evals: list[dict], *, tokens_per_step: int) -> list[dict]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from depthwidth.artifact.config import stored_value
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
-from depthwidth.study.expand import Expansion, Group, Run, train_run
+from depthwidth.study.expand import Expansion, Group, Run, train_run, with_branches
 from depthwidth.study.lr_search import GroupMode, assess, group_mode, next_lr, search_plan
 
 def trial_loss(outcomes: list[tuple[str, float | None] | None]) -> float | None:
@@ -71,8 +71,8 @@ class Planner:
         out: dict[str, Run] = {r.run_id: r for r in self.expansion.train_runs}
         for group in self.expansion.groups:
             mode = self.expansion.modes[group.label]
-            if mode.kind == "grid":
-                continue
+            if mode.kind == "grid" or group.horizon is not None:
+                continue  # a grid is expanded already; a horizon group's runs are its parents' branches
             if mode.kind == "bracket":
                 for shape in group.shapes:
                     for r in self.search(group, shape, mode.seeds, outcomes)[0]:
@@ -89,7 +89,10 @@ class Planner:
                 for seed in mode.final_seeds:
                     r = self.run(group, shape, best, seed)
                     out.setdefault(r.run_id, r)
-        return tuple(out.values()) + self.expansion.bench_runs
+        e = self.expansion
+        branched = with_branches([r for r in out.values() if r.parent is None], spec=e.spec, data=e.data,
+                                 groups=e.groups)
+        return tuple(branched) + e.bench_runs
 
 
 def plan_runs(expansion: Expansion, outcomes: Mapping[str, tuple[str, float | None]]) -> tuple[Run, ...]:

@@ -36,6 +36,9 @@ BENCH_FORMAT = 1
 DATA_FIELDS = ("corpus", "tokenizer", "val_fraction", "test_fraction", "seq_len", "batch_size")
 #: TrainConfig fields a study sets per run (learning-rate trial, seed, group budget): not "settings".
 PER_RUN_FIELDS = ("lr", "min_lr", "seed", "tokens", "steps")
+#: TrainConfig fields that add cooldown branches to a run without changing its numbers (`study.horizons`):
+#: a branch's own config has none, so they are not a setting the fairness check compares.
+BRANCH_FIELDS = ("horizons",)
 
 
 def canonical_json(obj: Any) -> str:
@@ -80,7 +83,8 @@ def run_settings(run_config: dict) -> dict:
     """A run's training settings apart from its data and what a study varies per run; the final
     learning rate appears as its ratio to the peak (which is what a spec sets)."""
     train = upgrade_run_config(run_config)["train"]
-    out = {k: v for k, v in train.items() if k not in DATA_FIELDS and k not in PER_RUN_FIELDS}
+    out = {k: v for k, v in train.items() if k not in DATA_FIELDS and k not in PER_RUN_FIELDS
+           and k not in BRANCH_FIELDS}
     if train.get("min_lr") is not None and train.get("lr"):
         out["min_lr_ratio"] = float(f"{train['min_lr'] / train['lr']:.12g}")
     return out
@@ -142,6 +146,6 @@ TRAIN_FORMAT_STEPS: tuple[FormatStep, ...] = (
 TRAIN_FORMAT = TRAIN_FORMAT_STEPS[-1].format
 
 
-__all__ = ["BENCH_FORMAT", "DATA_FIELDS", "PER_RUN_FIELDS", "TRAIN_FORMAT", "TRAIN_FORMAT_STEPS", "FormatStep",
+__all__ = ["BENCH_FORMAT", "BRANCH_FIELDS", "DATA_FIELDS", "PER_RUN_FIELDS", "TRAIN_FORMAT", "TRAIN_FORMAT_STEPS", "FormatStep",
            "canonical_json", "config_hash", "run_data", "run_settings", "run_tokens", "train_config_of",
            "train_run_config", "upgrade_run_config"]

@@ -165,22 +165,25 @@ def run_study(
         plan, new = _sync_plan(store, planner)
         write_text(folder / SPEC_FILE, spec.text)
         stored = {r.run_id: r for r in store.runs()}
-        todo = [r for r in _ordered(plan) if not stored[r.run_id].finished]
-        skipped = len(plan) - len(todo)
+        unfinished = [r for r in _ordered(plan) if not stored[r.run_id].finished]
+        todo = _jobs(unfinished, plan)
+        skipped = len(plan) - len(unfinished)
         threads = sorted({threads_of(r) for r in todo})
         adaptive = any(m.kind != "grid" for m in expansion.modes.values())
 
-        def replan() -> tuple[int, list[Run]]:  # the trials the LR searches ask for after an outcome
+        def replan() -> tuple[int, list[Run], dict]:  # the trials the LR searches ask for after an outcome
             runs, _ = _sync_plan(store, planner)
             finished = {r.run_id for r in store.runs() if r.finished}
-            return len(runs), [r for r in _ordered(runs) if r.run_id not in finished]
+            return len(runs), _jobs([r for r in _ordered(runs) if r.run_id not in finished], runs), _branches_of(runs)
 
         runner.start()
         try:
             emit(StudyEvent(kind="start", total=len(plan), done=skipped, todo=len(todo),
                             note=f"{runner.describe()}; {'/'.join(map(str, threads)) or 0} torch thread(s) per run"))
             driver = _Driver(store=store, runner=runner, folder=folder, spec=spec, threads=threads_of, emit=emit,
-                             running=running, total=len(plan), skipped=skipped, replan=replan if adaptive else None)
+                             running=running, total=len(plan), skipped=skipped, replan=replan if adaptive else None,
+                             branches=_branches_of(plan),
+                             settled={r.run_id for r in plan if stored[r.run_id].finished})
             counts = driver.run(todo)
         finally:
             runner.close()
@@ -189,6 +192,26 @@ def run_study(
                            failed=counts["failed"], retries=counts["retries"], executor=runner.describe())
         emit(StudyEvent(kind="done", total=report.total, done=skipped + report.completed + report.diverged))
         return report
+
+
+def _branches_of(plan) -> dict[str, list[Run]]:
+    """parent run id -> the cooldown branches it trains (`depthwidth.study.horizons`)."""
+    out: dict[str, list[Run]] = {}
+    for r in plan:
+        if r.parent is not None:
+            out.setdefault(r.parent, []).append(r)
+    return out
+
+
+def _jobs(unfinished: list[Run], plan) -> list[Run]:
+    """What to submit for the unfinished runs: each run that is not a branch, and the parent of each
+    unfinished branch (a finished parent returns at once with its branches' results), once each, in order."""
+    by_id = {r.run_id: r for r in plan}
+    out: dict[str, Run] = {}
+    for r in unfinished:
+        job = by_id[r.parent] if r.parent is not None else r
+        out.setdefault(job.run_id, job)
+    return list(out.values())
 
 
 def _sync_plan(store: Store, planner: Planner) -> tuple[tuple[Run, ...], int]:
@@ -265,7 +288,9 @@ class _Driver:
     skipped: int
     counts: Counter = field(default_factory=Counter)
     attempts: Counter = field(default_factory=Counter)
-    replan: Callable[[], tuple[int, list[Run]]] | None = None  # (runs in all, unfinished) after each outcome
+    replan: Callable[[], tuple[int, list[Run], dict]] | None = None  # (runs in all, to submit, branches) after each outcome
+    branches: dict[str, list[Run]] = field(default_factory=dict)  # parent run id -> its cooldown branches
+    settled: set[str] = field(default_factory=set)  # runs recorded (finished, or failed for good) in this call
 
     def run(self, todo: list[Run]) -> Counter:
         current = {r.run_id: r for r in todo}
@@ -276,14 +301,16 @@ class _Driver:
             job, outcome = self.runner.wait()
             self.running.remove(job.run_id)
             run = current[job.run_id]
+            self._record_branches(run, outcome)
+            first = job.run_id not in self.settled  # a finished parent may come again, for its branches
             if _record(self.store, outcome, attempts=self.attempts[job.run_id],
                        max_attempts=self.spec.execution.max_attempts):
-                self.counts[outcome.status] += 1
-                self.emit(StudyEvent(kind="run_end", total=self.total, done=self.skipped + sum(self.counts.values()),
-                                     run_id=job.run_id, label=run.label(), status=outcome.status,
-                                     error=outcome.error, seconds=outcome.wall_seconds))
+                self.settled.add(job.run_id)
+                if first:
+                    self._count(run, outcome)
                 if self.replan is not None:
-                    self.total, unfinished = self.replan()
+                    self.total, unfinished, branches = self.replan()
+                    self.branches.update(branches)
                     proposed = [r for r in unfinished if r.run_id not in current]
                     current.update((r.run_id, r) for r in proposed)
                     benches = next((i for i, r in enumerate(queue) if r.kind == "bench"), len(queue))
@@ -295,13 +322,36 @@ class _Driver:
                 queue.insert(0, run)
         return self.counts
 
+    def _count(self, run: Run, outcome: Outcome) -> None:
+        self.counts[outcome.status] += 1
+        self.emit(StudyEvent(kind="run_end", total=self.total, done=self.skipped + sum(self.counts.values()),
+                             run_id=run.run_id, label=run.label(), status=outcome.status, error=outcome.error,
+                             seconds=outcome.wall_seconds))
+
+    def _record_branches(self, parent: Run, outcome: Outcome) -> None:
+        """Store the cooldown branches of a parent's outcome before the parent itself (so a parent stored as
+        finished has them); a parent that failed for good leaves its unfinished branches failed with it."""
+        by_id = {r.run_id: r for r in self.branches.get(parent.run_id, ())}
+        for branch in outcome.branches:
+            if branch.run_id in by_id and _record(self.store, branch, attempts=1, max_attempts=1) \
+                    and branch.run_id not in self.settled:
+                self.settled.add(branch.run_id)
+                self._count(by_id[branch.run_id], branch)
+        failed = outcome.status not in FINISHED and self.attempts[parent.run_id] >= self.spec.execution.max_attempts
+        for run_id, branch in by_id.items():
+            if failed and run_id not in self.settled:
+                self.store.record_error(run_id, error=f"the run it branches from failed: {outcome.error}", final=True)
+                self.settled.add(run_id)
+                self.counts["failed"] += 1
+
     def _submit(self, run: Run) -> None:
         self.attempts[run.run_id] += 1
         self.store.mark_running(run.run_id, worker=self.runner.name)
         self.running.append(run.run_id)
+        branches = tuple((b.horizon, b.run_id) for b in self.branches.get(run.run_id, ()))
         self.runner.submit(Job(run_id=run.run_id, kind=run.kind, config=run.config,
                                run_dir=str(run_dir(self.folder, run.run_id)), threads=self.threads(run),
-                               execution=self.spec.execution_settings(), label=run.label()))
+                               execution=self.spec.execution_settings(), label=run.label(), branches=branches))
         self.emit(StudyEvent(kind="run_start", run_id=run.run_id, label=run.label(),
                              attempt=self.attempts[run.run_id]))
 

@@ -22,6 +22,7 @@ import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
+from depthwidth.study.horizons import split_horizon
 from depthwidth.study.lr_search import GroupMode, assess, next_lr, search_plan
 from depthwidth.study.store import ResultRecord, RunRecord
 
@@ -55,6 +56,7 @@ class LRChoice:
     transfer_from: str | None = None  # "transfer": the proxy shape whose best LR this shape reuses
     max_trials: int | None = None  # the search budget every shape of the group shares
     search_done: bool = True  # the search will try no more learning rates
+    chosen_at: str | None = None  # a horizon group (`study.horizons`): the group whose choice of LR it reuses
 
     @property
     def lr_losses(self) -> dict[float, float | None]:
@@ -83,12 +85,45 @@ def select_lrs(runs: list[RunRecord], results: dict[str, ResultRecord], *, modes
     out = []
     for (group, label), by_lr in by_shape.items():
         mode = modes.get(group)
+        if split_horizon(group) is not None:
+            continue  # below: at the learning rate chosen at the full horizon
         if mode is not None and mode.kind == "transfer":
             out.append(proxies[group] if label == mode.proxy else _transferred(group, label, by_lr, results,
                                                                                 mode=mode, proxy=proxies.get(group)))
         else:
             out.append(_choose(group, label, by_lr, results, mode=mode, lr=lr))
-    return tuple(out)
+    full = {(c.group, c.shape_label): c for c in out}
+    seed_of = {r.run_id: r.seed for r in runs}
+    for (group, label), by_lr in by_shape.items():
+        horizon = split_horizon(group)
+        if horizon is not None:
+            chosen = full.get((horizon[0], label))
+            seeds = {seed_of[i] for i in chosen.best_run_ids} if chosen is not None else set()
+            out.append(_at_horizon(group, label, by_lr, results, chosen=chosen, seeds=seeds))
+    order = list(by_shape)
+    return tuple(sorted(out, key=lambda c: order.index((c.group, c.shape_label))))
+
+
+def _at_horizon(group: str, label: str, by_lr: dict[float, list[RunRecord]], results: dict[str, ResultRecord], *,
+                chosen: LRChoice | None, seeds: set) -> LRChoice:
+    """A shape at an earlier horizon (`depthwidth.study.horizons`): its cooldown branches at the learning rate
+    chosen at the full horizon, with the seeds of that choice; the other trials are listed, not chosen."""
+    trials = tuple(_trial(v, by_lr[v], results) for v in sorted(by_lr))
+    common = {"group": group, "shape_label": label, "trials": trials,
+              "complete": all(t.mean_loss is not None for t in trials)}
+    if chosen is None or chosen.best_lr is None or chosen.best_lr not in by_lr:
+        return LRChoice(**common, best_lr=None, best_loss=None, best_run_ids=(), edge=None,
+                        warning="no learning rate chosen at the full horizon yet")
+    runs = sorted((r for r in by_lr[chosen.best_lr] if r.seed in seeds), key=lambda r: r.seed or 0)
+    trial = _trial(chosen.best_lr, runs, results)
+    ok = trial.mean_loss is not None and math.isfinite(trial.mean_loss)
+    warning = None  # the choice's own warnings are its full horizon's (stated once, there)
+    if trial.mean_loss is None:
+        warning = "provisional: not every seed has finished"
+    return LRChoice(**common, best_lr=chosen.best_lr, best_loss=trial.mean_loss if ok else None,
+                    best_run_ids=trial.run_ids if ok else (), edge=chosen.edge, warning=warning, mode=chosen.mode,
+                    optimum_lr=chosen.optimum_lr, bracketed=chosen.bracketed, transfer_from=chosen.transfer_from,
+                    max_trials=chosen.max_trials, search_done=chosen.search_done, chosen_at=chosen.group)
 
 
 def _trial(lr: float, runs: list[RunRecord], results: dict[str, ResultRecord]) -> Trial:

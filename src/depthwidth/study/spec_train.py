@@ -29,9 +29,7 @@ PLACED = {"corpus": "data.corpus", "tokenizer": "data.tokenizer", "val_fraction"
           "eval_windows": "eval.windows", "lr": "lr", "seed": "seeds", "threads": "execution.threads",
           "nproc": "execution.nproc_per_run", "parallel": "execution.parallel", "tp": "execution.tp"}
 #: TrainConfig fields a study cannot use yet, and why (the run would train what the study never reads).
-NOT_IN_STUDIES = {"horizons": "a study does not read a run's cooldown branches yet (its store keeps one result "
-                              "per run); give each budget its own tokens, or train horizons with `depthwidth train "
-                              "--schedule wsd --horizons ...`"}
+NOT_IN_STUDIES: dict[str, str] = {}
 #: TrainConfig fields a [train] section may give as an array of values: one budget group per value.
 FACTORS = ("parametrization",)
 #: Defaults a study uses where they differ from TrainConfig's: resume points for long studies.

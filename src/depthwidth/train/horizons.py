@@ -19,7 +19,7 @@ import dataclasses
 from pathlib import Path
 
 from depthwidth.artifact import checkpoint as ckpt
-from depthwidth.artifact.config import TrainConfig, cooldown_start, horizon_steps
+from depthwidth.artifact.config import TrainConfig, branch_config, cooldown_start
 from depthwidth.artifact.folder import CHECKPOINT
 from depthwidth.artifact.records import CheckpointMeta
 from depthwidth.artifact.result import TrainResult
@@ -27,11 +27,6 @@ from depthwidth.errors import UserError
 from depthwidth.train.run_dir import prepare_run_dir
 
 HORIZONS_DIR = "horizons"
-
-
-def branch_config(config: TrainConfig, fraction: float) -> TrainConfig:
-    """The config of the run that horizon `fraction` of `config` stands for: its steps, no horizons."""
-    return config.with_(steps=horizon_steps(config.total_steps, fraction), tokens=None, horizons=None)
 
 
 def branches(config: TrainConfig) -> dict[int, list[tuple[float, TrainConfig]]]:
