@@ -22,8 +22,8 @@ def counts_line(summary) -> str:
 def fairness_line(summary) -> str:
     f = summary.fairness
     if f.fair:
-        return (f"fair: yes ({f.checked_runs} training runs share data, settings, token budget per group, "
-                "batch stream per seed, LR-trial count and seeds)")
+        return (f"fair: yes ({f.checked_runs} training runs share data, settings, token budget per group "
+                "(an equal-time group: its predicted time), batch stream per seed, LR-trial count and seeds)")
     return f"fair: NO - differs: {', '.join(f.fields)}"
 
 
@@ -199,8 +199,14 @@ def print_validation(console, expansion) -> None:
     if line:
         console.print(line, markup=False)
     for group in expansion.groups:
-        console.print(f"  group {group.label!r}: {integer(group.tokens)} tokens per run; shapes "
-                      + ", ".join(s.label() for s in group.shapes), markup=False)
+        if group.shares:
+            share = next(iter(group.shares.values()))
+            console.print(f"  group {group.label!r}: equal time, {share.seconds:g} s per run predicted on "
+                          f"{share.source} (each shape's tokens below); shapes "
+                          + ", ".join(s.label() for s in group.shapes), markup=False)
+        else:
+            console.print(f"  group {group.label!r}: {integer(group.tokens)} tokens per run; shapes "
+                          + ", ".join(s.label() for s in group.shapes), markup=False)
         if group.label in expansion.modes:
             console.print(f"    learning rate: {expansion.modes[group.label].describe()}", markup=False)
         for note in group.notes:

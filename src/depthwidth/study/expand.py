@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from depthwidth.artifact.config import stored_value
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
-from depthwidth.study.horizons import branch_runs, horizon_groups, split_horizon
+from depthwidth.study.horizons import branch_runs, horizon_groups, horizon_label, split_horizon
 from depthwidth.study.lr_search import GroupMode, group_mode
 from depthwidth.study.schema import SpecError
 from depthwidth.study.run_config import BENCH_FORMAT, config_hash, train_run_config
@@ -50,6 +50,11 @@ class Group:
     target: dict  # what the group aims at ({"params": ..., "non_embedding": ...} or {"flops": ...}); {} for explicit
     notes: tuple[str, ...] = ()  # planner remarks: members dropped and why
     overrides: dict = field(default_factory=dict)  # the group's factor values ({"parametrization": "sp"})
+    shares: dict = field(default_factory=dict)  # an equal-time budget: shape label -> its TimeShare
+
+    def tokens_for(self, shape: Shape) -> int:
+        """The training tokens of `shape` in this group: the group's, or its share of an equal time."""
+        return self.shares[shape.label()].tokens if self.shares else self.tokens
 
     @property
     def horizon(self) -> tuple[str, float] | None:
@@ -57,8 +62,11 @@ class Group:
         return split_horizon(self.label)
 
     def to_dict(self) -> dict:
-        return {"label": self.label, "tokens": self.tokens, "target": self.target, "notes": list(self.notes),
-                "shapes": [s.label() for s in self.shapes], "overrides": dict(self.overrides)}
+        out = {"label": self.label, "tokens": self.tokens, "target": self.target, "notes": list(self.notes),
+               "shapes": [s.label() for s in self.shapes], "overrides": dict(self.overrides)}
+        if self.shares:
+            out["time"] = {label: share.to_dict() for label, share in self.shares.items()}
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -156,9 +164,12 @@ def with_branches(runs: list[Run], *, spec: StudySpec, data: DataInfo, groups) -
 
     by_label = {g.label: g for g in groups}
 
-    def stored(run: Run, branch) -> tuple[str, dict]:
+    def stored(run: Run, branch, fraction: float) -> tuple[str, dict]:
         config = train_run_config(shape=run.shape.to_dict(), corpus_hash=data.corpus_hash, config=branch,
                                   init_hash=run.config.get("init_hash"))
+        if "budget" in run.config:  # an equal-time run's branch: that fraction of its time
+            share = by_label[horizon_label(run.group, fraction)].shares[run.shape.label()]
+            config["budget"] = share.to_dict()
         return config_hash(config), config
 
     out = []
@@ -186,8 +197,10 @@ def _mode(spec: StudySpec, group: Group) -> GroupMode:
 def train_run(spec: StudySpec, *, data: DataInfo, group: Group, shape: Shape, lr: float, seed: int,
               lr_trials: int | None) -> Run:
     """One training run of a group: its canonical config and id."""
-    config = train_config(spec, data=data, shape=shape, tokens=group.tokens, lr=lr, seed=seed,
+    config = train_config(spec, data=data, shape=shape, tokens=group.tokens_for(shape), lr=lr, seed=seed,
                           overrides=group.overrides)
+    if group.shares:  # what the tokens were predicted from: part of the run's identity
+        config["budget"] = group.shares[shape.label()].to_dict()
     return Run(run_id=config_hash(config), kind="train", group=group.label, shape=shape, lr=lr, seed=seed,
                lr_trials=lr_trials, config=config)
 
@@ -313,6 +326,8 @@ def _budget_group(spec: StudySpec, budget: BudgetSpec, *, base: dict, key: str) 
     except ValueError as exc:
         raise SpecError(str(exc), key=key) from None
     batch = spec.data.batch_size * spec.data.seq_len
+    if budget.time_seconds is not None:  # an equal-time budget: each member's tokens in that predicted time
+        return _time_group(spec, budget, planned, key=key)
     if planned.tokens is not None:  # a compute budget fixes the tokens
         tokens = planned.tokens
     elif spec.train.tokens_per_param is not None:
@@ -324,6 +339,26 @@ def _budget_group(spec: StudySpec, budget: BudgetSpec, *, base: dict, key: str) 
                         f"(batch_size * seq_len = {batch})", key=key)
     return Group(label=planned.label, tokens=tokens, shapes=_dedupe(planned.shapes),
                  target=planned.target, notes=planned.notes)
+
+
+def _time_group(spec: StudySpec, budget: BudgetSpec, planned, *, key: str) -> Group:
+    from depthwidth.errors import UserError
+    from depthwidth.study.timebudget import time_shares
+
+    hardware = budget.hardware or spec.hardware
+    shapes = _dedupe(planned.shapes)
+    try:
+        shares = time_shares(shapes, seconds=budget.time_seconds, hardware=hardware, seq_len=spec.data.seq_len,
+                             batch_size=spec.data.batch_size, dtype=stored_value(spec.train, "dtype"))
+    except UserError as exc:
+        raise SpecError(str(exc).removeprefix("budget.hardware: "), key=f"{key}.hardware") from None
+    notes = planned.notes + tuple(
+        f"{label}: {share.tokens:,} tokens ({share.steps:,} steps of {share.step_s * 1e3:.4g} ms predicted, "
+        f"{share.tokens_per_s:,.0f} tokens/s) in {share.seconds:g} s on {share.source}"
+        for label, share in shares.items())
+    return Group(label=planned.label, tokens=min(s.tokens for s in shares.values()), shapes=shapes,
+                 target=planned.target | {"seconds": budget.time_seconds, "hardware": hardware}, notes=notes,
+                 shares=shares)
 
 
 def _dedupe(shapes: list[Shape] | tuple[Shape, ...]) -> tuple[Shape, ...]:

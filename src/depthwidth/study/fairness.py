@@ -5,7 +5,8 @@ Over the training runs the current spec asks for:
 - data: the same corpus (content hash), tokenizer, split and batch geometry for every run;
 - settings: the same training settings apart from the learning rate (warmup, schedule, betas, dtype, ...);
 - tokens: the same token budget within each budget group - in the configs and in what the results say
-  was trained;
+  was trained; in an equal-time group (`depthwidth.study.timebudget`) instead the same predicted time
+  (seconds, hardware and source), each run trained on the tokens its share says;
 - batch_stream_hash: the same batch stream (data order) within each (group, seed), over completed runs;
 - lr_trials: the same declared number of learning-rate trials for every shape, and, by the group's
   learning-rate mode (`depthwidth.study.lr_search`):
@@ -33,7 +34,7 @@ from depthwidth.study.run_config import canonical_json, run_data, run_settings, 
 from depthwidth.study.spec_train import FACTORS
 from depthwidth.study.store import ResultRecord, RunRecord
 
-FIELDS = ("data", "settings", "tokens", "batch_stream_hash", "lr_trials", "lr", "seeds", "device")
+FIELDS = ("data", "settings", "tokens", "time", "batch_stream_hash", "lr_trials", "lr", "seeds", "device")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,21 +89,41 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
         scope = f"group {group!r}"
         if any(k in FACTORS for k in {k for r in train for k in run_settings(r.config)}):
             same("settings", scope, [(run_settings(r.config), r) for r in members])
-        same("tokens", scope, [(run_tokens(r.config), r) for r in members])
-        trained = [(results[r.run_id].tokens, r) for r in members
-                   if r.status == "completed" and r.run_id in results and results[r.run_id].tokens is not None]
-        same("tokens", scope + " (trained)", trained)
+        timed = [r for r in members if "budget" in r.config]
+        if timed:  # an equal-time group: the same predicted time, each shape its own tokens
+            same("time", scope, [(_time_budget(r.config), r) for r in members])
+            wrong = [r for r in timed if r.status == "completed" and r.run_id in results
+                     and results[r.run_id].tokens not in (None, r.config["budget"]["tokens"])]
+            if wrong:
+                findings.append(Finding(field="tokens", scope=scope + " (trained, against the time budget)",
+                                        values={str(results[r.run_id].tokens): [r.run_id[:10]] for r in wrong}))
+        else:
+            same("tokens", scope, [(run_tokens(r.config), r) for r in members])
+            trained = [(results[r.run_id].tokens, r) for r in members
+                       if r.status == "completed" and r.run_id in results and results[r.run_id].tokens is not None]
+            same("tokens", scope + " (trained)", trained)
         per_shape: dict[str, list[RunRecord]] = defaultdict(list)
         for r in members:
             per_shape[r.shape_label].append(r)
         same("seeds", scope, [(sorted({m.seed for m in rs}), rs[0]) for rs in per_shape.values()])
         _trial_counts(findings, same, scope, per_shape, modes.get(group))
+        # the stream is a pure function of (data, seed, step): in an equal-time group a shorter run reads a
+        # prefix of a longer one's, so hashes (of the whole stream read) compare among runs of one length
+        lengths = sorted({run_tokens(r.config) or 0 for r in members}) if timed else [None]
         for seed in sorted({r.seed for r in members}):
-            done = [(results[r.run_id].batch_stream_hash, r) for r in members
-                    if r.seed == seed and r.status == "completed" and r.run_id in results
-                    and results[r.run_id].batch_stream_hash]
-            same("batch_stream_hash", f"{scope} seed {seed}", done)
+            for length in lengths:
+                done = [(results[r.run_id].batch_stream_hash, r) for r in members
+                        if r.seed == seed and r.status == "completed" and r.run_id in results
+                        and results[r.run_id].batch_stream_hash and length in (None, run_tokens(r.config) or 0)]
+                tail = f" at {length:,} tokens" if length is not None else ""
+                same("batch_stream_hash", f"{scope} seed {seed}{tail}", done)
     return FairnessReport(fair=not findings, checked_runs=len(train), findings=tuple(findings))
+
+
+def _time_budget(config: dict) -> dict | None:
+    """What an equal-time run's tokens were derived from: its seconds and where they were predicted."""
+    budget = config.get("budget")
+    return None if budget is None else {k: budget.get(k) for k in ("seconds", "hardware", "source")}
 
 
 def device_kind(device: Any) -> str:

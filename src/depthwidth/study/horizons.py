@@ -53,7 +53,11 @@ def horizon_groups(groups, config: TrainConfig) -> list:
         out.append(group)
         steps = max(1, -(-group.tokens // per_step))  # as TrainConfig.total_steps counts them
         for h in fractions:
+            shares = {label: replace(share, seconds=share.seconds * h, steps=horizon_steps(share.steps, h),
+                                     tokens=horizon_steps(share.steps, h) * per_step)
+                      for label, share in group.shares.items()}  # an equal-time group: that fraction of its time
             out.append(replace(group, label=horizon_label(group.label, h), tokens=horizon_steps(steps, h) * per_step,
+                               shares=shares,
                                notes=(f"the cooldown branch at {h:g} of {group.label}'s steps of every run "
                                       f"({group.label}'s learning rates)",)))
     return out
@@ -62,14 +66,14 @@ def horizon_groups(groups, config: TrainConfig) -> list:
 def branch_runs(run, *, groups: dict, config_of, run_config_of) -> list:
     """The runs that `run` (a parent with horizons) trains as cooldown branches, one per earlier horizon:
     config = its TrainConfig's `branch_config`, in the horizon group of its own group. `config_of` gives a
-    run's TrainConfig, `run_config_of(run, branch)` a branch's canonical config and id."""
+    run's TrainConfig, `run_config_of(run, branch, fraction)` a branch's id and canonical config."""
     config = config_of(run)
     out = []
     for h in (config.horizons or ())[:-1]:
         label = horizon_label(run.group, h)
         if label not in groups:
             continue
-        run_id, stored = run_config_of(run, branch_config(config, h))
+        run_id, stored = run_config_of(run, branch_config(config, h), h)
         out.append(replace(run, run_id=run_id, group=label, config=stored, parent=run.run_id, horizon=h))
     return out
 

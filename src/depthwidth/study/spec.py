@@ -6,7 +6,7 @@ examples, and `examples/demo.toml` is the built-in demo study.
 Sections (every key is optional unless marked):
     name, description, hardware, seeds       top-level keys; `name` is required
     [model]        architecture conventions shared by every shape (ffn, norm, pos, bias, ...)
-    [[budget]]     parameter or compute targets, each expanded into a family by the planner
+    [[budget]]     parameter, compute or equal-time targets, each expanded into a family by the planner
     [[shape]]      explicit shapes (n_layers, d_model, n_heads required)
     [data]         corpus, tokenizer, val_fraction, seq_len, batch_size
     [train]        exactly one of tokens / tokens_per_param / steps, plus optimiser settings
@@ -46,11 +46,11 @@ from depthwidth.artifact.config import LIMITS as RUN_LIMITS, PARALLEL
 from depthwidth.bench.config import CPU_BENCH_DTYPES, LIMITS as BENCH_LIMITS
 from depthwidth.errors import UserError
 from depthwidth.files import read_text
-from depthwidth.shapes.checks import check_one_budget
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, LIMITS as SHAPE_LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KINDS
 from depthwidth.study.limits import (LIMITS, LR, bounded, bounded_number, check_study_sizes, check_tables, listed,
                                      points)
 from depthwidth.study.lr_search import SEARCHES
+from depthwidth.study.spec_budget import NAME_PATTERN, BudgetSpec  # noqa: F401 (re-exported)
 from depthwidth.study.spec_train import PLACED, TrainSpec, train_config, train_section  # noqa: F401 (re-exported)
 from depthwidth.study.schema import (
     SpecError,
@@ -69,8 +69,6 @@ from depthwidth.study.schema import (
 #: Shape fields a spec may set once for all its shapes in [model].
 MODEL_KEYS = ("ffn", "norm", "bias", "pos", "max_seq_len", "rope_theta", "parallel_residual", "norm_position",
               "final_norm", "tie_embeddings", "norm_eps")
-NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
-
 _DEPTH, _WIDTH = bounded(SHAPE_LIMITS, "n_layers"), bounded(SHAPE_LIMITS, "d_model")
 
 
@@ -87,42 +85,6 @@ class ModelSpec:
     final_norm: bool = checked(boolean, True)
     tie_embeddings: bool = checked(boolean, True)
     norm_eps: float = checked(number(0.0), 1e-5)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BudgetSpec:
-    """One target, expanded into a family of shapes by `depthwidth.shapes.families.plan_family`."""
-
-    params: int | None = checked(optional(integer(1)), None, doc="parameter target")
-    non_embedding: bool = checked(boolean, True, doc="params (and N in tokens_per_param) are non-embedding")
-    flops: float | None = checked(optional(number(0.0)), None, doc="training-compute target (FLOPs)")
-    tokens: int | None = checked(optional(integer(1)), None, doc="with flops: training tokens")
-    tokens_per_param: float | None = checked(optional(number(0.0)), None, doc="with flops: D = r * N")
-    count: int = checked(integer(1, 16), 5, doc="family members")
-    depths: tuple[int, ...] | None = checked(optional(listed(_DEPTH, "family")), None)
-    widths: tuple[int, ...] | None = checked(optional(listed(_WIDTH, "family")), None)
-    align: int = checked(_WIDTH, 8, doc="widths are multiples of lcm(align, head_dim)")
-    head_dim: int = checked(bounded(SHAPE_LIMITS, "head_dim"), 8)
-    tolerance: float = checked(number(0.0, maximum=0.99), 0.05)
-    min_layers: int = checked(_DEPTH, 2)
-    aspect_min: float = checked(number(0.0), 4.0, doc="lowest d_model / n_layers")
-    aspect_max: float = checked(number(0.0), 512.0, doc="highest d_model / n_layers")
-    label: str | None = checked(optional(text(NAME_PATTERN, what="a short label")), None)
-
-    def __post_init__(self) -> None:
-        check_one_budget(params=self.params, flops=self.flops, tokens=self.tokens,
-                         tokens_per_param=self.tokens_per_param)  # a params budget's tokens come from [train]
-        if self.depths is not None and self.widths is not None:
-            raise UserError("give depths or widths, not both")
-        if not self.aspect_min < self.aspect_max:
-            raise UserError(f"aspect_min={self.aspect_min:g} must be below aspect_max={self.aspect_max:g}")
-
-    def default_label(self) -> str:
-        from depthwidth.shapes.families import human
-
-        if self.params is not None:
-            return f"{'N' if self.non_embedding else 'P'}{human(self.params)}"
-        return f"C{self.flops:.3g}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
