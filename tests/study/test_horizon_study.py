@@ -165,3 +165,21 @@ def test_a_parent_that_diverges_before_a_branch_leaves_it_diverged(tiny_corpus, 
     for b in branches:  # lr 10 diverges in the first steps, before the branch's cooldown at step 8
         assert b.status == "diverged"
         assert "the run it branches from diverged at step" in results[b.run_id].data["error"]
+
+
+def test_the_report_ranks_the_shapes_at_each_horizon(hz_reference, tmp_path):
+    from depthwidth.report.build import build_report
+    from depthwidth.report.data import load_study
+    from depthwidth.report.export import write_report
+
+    report = build_report(load_study(hz_reference), hardware="h100", n_bootstrap=20)
+    (lad,) = report.budgets.ladders
+    assert lad.group == "shapes"
+    assert sorted({(p.shape_label, p.tokens) for p in lad.points}) == sorted(
+        (label, t) for label in ("L1-H32-A2", "L3-H16-A2") for t in (2560, 5120))
+    assert all(p.seconds is not None and p.seconds > 0 for p in lad.points)
+    assert len(lad.verdicts) == 2 and lad.verdicts[0].startswith("at ")
+    files = write_report(report, tmp_path / "report")
+    assert "budgets.png" in {f.png.name for f in files.figures}
+    page = files.html.read_text()
+    assert 'id="budgets"' in page and "chosen at the full horizon" in page

@@ -7,9 +7,11 @@ import os
 from dataclasses import dataclass
 
 from depthwidth.errors import UserError
+from depthwidth.report.budgets import BudgetRanking, budget_ranking
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.recommend import Constraints, Recommendation, recommend
 from depthwidth.report.rows import StudyData
+from depthwidth.report.shape_law import ShapeLaw, shape_law
 from depthwidth.report.study_tables import Comparison, comparison
 from depthwidth.report.targets import STUDY, TargetEstimate, estimate_target, hardware_label, resolve_target
 from depthwidth.report.trends import TrendPoint, TrendReport, fit_trends
@@ -24,12 +26,16 @@ class Report:
     trends: TrendReport
     noise: NoiseEstimate
     recommendation: Recommendation
+    shape_law: ShapeLaw | None = None  # the shape-aware law and its prescription (`report.shape_law`)
+    budgets: BudgetRanking | None = None  # the ranking against budget (`report.budgets`)
 
     def to_dict(self) -> dict:
         return {"study": self.study.to_dict(), "hardware": self.hardware,
                 "targets": {k: v.to_dict() for k, v in self.targets.items()}, "table": self.table.to_dict(),
                 "trends": self.trends.to_dict(), "noise": self.noise.to_dict(),
-                "recommendation": self.recommendation.to_dict()}
+                "recommendation": self.recommendation.to_dict(),
+                "shape_law": None if self.shape_law is None else self.shape_law.to_dict(),
+                "budgets": None if self.budgets is None else self.budgets.to_dict()}
 
 
 def default_hardware(study: StudyData) -> str:
@@ -74,8 +80,41 @@ def build_report(
     rec = recommend(study.results, constraints, seq_len=p.seq_len or None, batch_size=p.batch_size or 1, noise=noise)
     trends = fit_trends(trend_points(study), n_bootstrap=n_bootstrap, seed=seed)
     table = comparison(study, targets=targets, hardware=hardware_label(hw))
+    law = shape_law(study, limits=_law_limits(hw), n_bootstrap=n_bootstrap, seed=seed, n_splits=10) \
+        if study.results else None
+    budgets = budget_ranking(study.results, seconds_of=_seconds_of(study, hw))
     return Report(study=study, hardware=hw, targets=targets, table=table, trends=trends, noise=noise,
-                  recommendation=rec)
+                  recommendation=rec, shape_law=law, budgets=budgets)
+
+
+def _seconds_of(study: StudyData, hw: str):
+    """(result, tokens) -> training seconds predicted on the report's hardware (the study's own machine: its
+    measured profile), or None when that machine has no profile here."""
+    from depthwidth.machine import MEASURED, resolve_hardware
+    from depthwidth.study.timebudget import predicted_seconds
+
+    try:
+        spec = resolve_hardware(MEASURED if hw == STUDY else hw)
+    except UserError:
+        return None
+    p = study.protocol
+    dtype = (study.spec.get("train") or {}).get("dtype", "fp32")
+
+    def seconds(result, tokens: int) -> float | None:
+        try:
+            return predicted_seconds(result.shape, hardware=spec, tokens=tokens, seq_len=p.seq_len,
+                                     batch_size=p.batch_size or 1, dtype=dtype)
+        except (UserError, ValueError):
+            return None
+    return seconds
+
+
+def _law_limits(hw: str):
+    """The prescription's hardware: the report's, unless that is the study's own machine (a target-scale shape
+    was never measured there), then the table's H100 row."""
+    from depthwidth.report.prescribe import Limits
+
+    return Limits(hardware="h100" if hw == STUDY else hw)
 
 
 def report_for(study_dir: str | os.PathLike, **kwargs) -> Report:

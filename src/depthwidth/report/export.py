@@ -45,7 +45,9 @@ class ReportFiles:
 def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     """Every plot of the report, in page order; (figures, notes on what was left out)."""
     from depthwidth.report import study_plots as sp
+    from depthwidth.report.budget_plots import plot_budgets
     from depthwidth.report.probe_plots import plot_probes
+    from depthwidth.report.shape_panel import plot_shape_law
     from depthwidth.report.study_tradeoff import plot_tradeoffs
     from depthwidth.report.targets import STUDY
 
@@ -70,7 +72,8 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     figures += trade
     notes += [f"trade-off picture left out for {x}" for x in skipped]
     figures += [sp.plot_slices(s, out), plot_probes(s, out), sp.plot_latency_check(s, out),
-                sp.plot_fits(s, report.trends, out)]
+                sp.plot_fits(s, report.trends, out), plot_shape_law(report.shape_law, out),
+                plot_budgets(report.budgets, out, hardware=report.table.hardware)]
     names = ("basin", "curves", "pareto_latency", "pareto_throughput")
     for name, fig in zip(names, figures[:4]):
         if fig is None:
@@ -144,7 +147,8 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
                  ("fair", "yes" if p.fair else "NO")):
         lines.append(f"- **{k}**: {_md_escape(v)}")
     lines += ["", "## Protocol warnings", ""]
-    lines += [f"- {_md_escape(w)}" for w in (*p.warnings, *s.notes)] or ["- none"]
+    budget_warnings = report.budgets.warnings if report.budgets is not None else ()
+    lines += [f"- {_md_escape(w)}" for w in (*p.warnings, *s.notes, *budget_warnings)] or ["- none"]
     lines += ["", "## Comparison", "", "| " + " | ".join(c.title for c in cols) + " |",
               "|" + "---|" * len(cols)]
     for row in t.rows:
@@ -153,6 +157,13 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
     for f in figures:
         lines += [f"![{f.title}]({f.png.name})", "", f"*{_md_escape(f.caption)}* ([SVG]({f.svg.name}))", ""]
     lines += [f"- {_md_escape(n)}" for n in notes]
+    if report.budgets is not None and report.budgets.ladders:
+        lines += ["", "## Ranking against budget", ""]
+        for lad in report.budgets.ladders:
+            lines += [f"- {lad.group} {_md_escape(v)}" for v in lad.verdicts]
+            lines += [f"- {lad.group}: {c.a} ahead below, {c.b} above about {c.tokens:,.0f} tokens "
+                      f"(interval {c.low:,.0f} to {c.high:,.0f})" for c in lad.crossovers]
+        lines.append("- the learning rate of every horizon is the one chosen at the full horizon")
     lines += ["", "## Trend fits", ""]
     for f in report.trends.families:
         if f.fit is None:

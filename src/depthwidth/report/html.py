@@ -12,7 +12,9 @@ import base64
 import html
 from typing import Sequence
 
+from depthwidth.report.budget_plots import budgets_html
 from depthwidth.report.build import Report
+from depthwidth.report.shape_panel import imported_note, panel_html
 from depthwidth.report.study_plots import Figure
 from depthwidth.present.units import count, nbytes, number, or_dash
 from depthwidth.report.study_tables import LOSS_KEYS, SPEED_KEYS
@@ -61,7 +63,8 @@ def _protocol(report: Report) -> str:
         ("seeds", ", ".join(map(str, p.seeds)) or "-"),
         ("batch-stream hashes", ", ".join(p.batch_stream_hashes) or "-"),
         ("study hardware", p.hardware), ("report hardware", report.table.hardware),
-        ("fair comparison", "yes" if p.fair else "NO - see the warnings"),
+        ("fair comparison", ("cannot be checked (imported runs)" if imported_note(report.shape_law) else "yes")
+         if p.fair else "NO - see the warnings"),
         ("runs", _run_counts(report)),
     ]
     return _kv(pairs)
@@ -76,11 +79,13 @@ def _run_counts(report: Report) -> str:
 
 def _warnings(report: Report) -> str:
     p = report.study.protocol
-    out = ""
+    note = imported_note(report.shape_law)
+    out = f'<div class="bad"><b>Imported runs:</b> {_e(note)}</div>' if note else ""
     if p.warnings:
         out += '<div class="bad"><b>Not a fair comparison:</b><ul>' + "".join(f"<li>{_e(w)}</li>" for w in p.warnings)
         out += "</ul></div>"
     notes = [w for w in report.study.notes if not w.startswith("unfair")]
+    notes += list(report.budgets.warnings) if report.budgets is not None else []
     if notes:
         out += '<div class="warn"><ul>' + "".join(f"<li>{_e(w)}</li>" for w in notes) + "</ul></div>"
     return out or '<p class="muted">No protocol warnings.</p>'
@@ -177,7 +182,9 @@ def render_html(report: Report, figures: Sequence[Figure], *, notes: Sequence[st
         f'<h3>Speed and memory</h3>{_table(report, SPEED_KEYS, "comparison-speed")}'
         '<p class="muted">The highlighted row is the recommendation. Every column is in results.csv.</p>',
         f'<h2 id="plots">Plots</h2>{plots}{plot_notes}',
+        f'<h2 id="budgets">Ranking against budget</h2>{budgets_html(report.budgets)}',
         f'<h2 id="fits">Trend fits</h2>{_fits(report)}',
+        f'<h2 id="shape-law">Shape-aware law and prescription</h2>{panel_html(report.shape_law)}',
         f'<h2 id="recommendation">Recommendation</h2>{_recommendation(report)}',
         f'<h2 id="runs">Runs that did not complete</h2>{_runs(report)}',
         f'<h2 id="spec">Spec file</h2><pre>{_e(s.spec_text) or _e(s.spec)}</pre>',
