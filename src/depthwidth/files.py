@@ -12,7 +12,8 @@ without a bound.
 
 Writing is atomic everywhere (`atomic_write`, `write_text`, `write_json`): the bytes go to a temporary
 file in the same folder, are flushed to the disk (fsync), and the file is renamed over the target, so a
-reader (or a resume after a crash) sees the old file or the new one, never half of one. Every writer of
+reader (or a resume after a crash) sees the old file or the new one, never half of one; an `OSError` of
+writing the temporary file (a full disk) names the target, not the temporary file. Every writer of
 the package (run folders, checkpoints, safetensors, profiles, study records, reports) uses them.
 A folder of several files (an exported model, a report) is written through `staged_folder`: into a
 temporary folder inside the target, so on the target's own filesystem (a mount point included), moved
@@ -121,6 +122,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *, previ
         if previous is not None and path.exists():
             os.replace(path, previous)
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno is None or exc.filename not in (None, str(tmp), tmp) or exc.filename2 is not None:
+            raise
+        # a full disk while writing the temporary file (Python names no file then): the error names the target
+        raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path)) from exc
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -67,8 +67,11 @@ def error_line(exc: BaseException) -> str:
         where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 is not None else f"{exc.filename}"
         text = f"{where}: {exc.strerror}"
     elif isinstance(exc, sqlite3.Error):
-        text = f"study store: {type(exc).__name__}: {exc} (a damaged study.sqlite is rebuilt by " \
-               "`depthwidth study repair DIR`)"
+        from depthwidth.study.store_errors import SQLITE_CORRUPT, SQLITE_NOTADB, sqlite_code
+
+        text = f"study store: {type(exc).__name__}: {exc}"
+        if sqlite_code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB):  # only damage is repaired
+            text += " (a damaged study.sqlite is rebuilt by `depthwidth study repair DIR`)"
     return printable(text.strip()) or type(exc).__name__
 
 

@@ -59,7 +59,9 @@ class _Reader:
 
     def float(self, *names: str, default: Any = _MISSING) -> float:
         name, value = self._get(names, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        # an int beyond float's range compares below inf but does not convert: finite as a float is the test
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value or \
+                (isinstance(value, int) and value.bit_length() > 1023) or not float(value) < math.inf:
             raise self.error(f"field {name!r} = {shown(value)} must be a positive, finite number")
         return float(value)
 

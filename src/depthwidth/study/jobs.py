@@ -54,6 +54,7 @@ class Outcome:
     wall_seconds: float = 0.0
     worker: str = ""
     branches: tuple[Outcome, ...] = ()  # the outcomes of the job's cooldown branches (`Job.branches`)
+    disk_full: str | None = None  # the file a full disk (or quota) refused while the run wrote it
 
     def __post_init__(self) -> None:
         if self.status not in OUTCOME_STATUSES:
@@ -72,6 +73,7 @@ def execute(job: Job, *, progress: JobProgress | None = None) -> Outcome:
     """Run one job to its outcome (never raises for the run's own errors)."""
     start = time.perf_counter()
     branched: tuple[Outcome, ...] = ()
+    disk_full = None
     try:
         if job.kind == "train":
             status, result, curve, error, branched = _train(job, progress=progress)
@@ -81,13 +83,31 @@ def execute(job: Job, *, progress: JobProgress | None = None) -> Outcome:
             raise ValueError(f"job kind {job.kind!r} is not train or bench")
     except Exception as exc:  # the run failed; the driver records it and may retry
         status, result, curve = "failed", None, ()
+        disk_full = _full_disk_path(exc, job)
         lines = str(exc).strip().splitlines()  # the first line: a kernel's error may add pages of C++ frames
         error = f"{type(exc).__name__}: {lines[0] if lines else ''}"
         tb = traceback.extract_tb(exc.__traceback__)
         if tb:
             error += f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})"
     return Outcome(run_id=job.run_id, status=status, result=result, curve=tuple(curve), error=error,
-                   wall_seconds=time.perf_counter() - start, worker=worker_name(), branches=branched)
+                   wall_seconds=time.perf_counter() - start, worker=worker_name(), branches=branched,
+                   disk_full=disk_full)
+
+
+def _full_disk_path(exc: BaseException, job: Job) -> str | None:
+    """The file a full disk or an exceeded quota refused (ENOSPC, EDQUOT) anywhere in `exc`'s chain, else
+    None; the run's folder when the error names no file."""
+    import errno
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return str(exc.filename or job.run_dir)
+        if "No space left on device" in str(exc):
+            return job.run_dir
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _train(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None, list[dict], str | None, tuple]:

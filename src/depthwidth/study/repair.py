@@ -8,7 +8,8 @@ with random bytes or edited by hand loses nothing that matters:
 1. The store is checked: opened (`Store.open` runs SQLite's quick check) and every row decoded. An
    intact store is repaired in place; a damaged one is moved aside to `study.sqlite.damaged[.N]` (never
    deleted, with its -wal/-shm files) after whatever can still be read from it is taken: the spec text
-   and the run rows.
+   and the run rows. A store that cannot be read where it is (a full disk, an I/O error, a lock: a
+   `StoreAccessError`) is not damaged: the repair stops with that one line and moves nothing.
 2. The spec: `spec` when given, else the one the store recorded, else `<study>/spec.toml` (the copy
    `study run` writes). It is expanded again (the corpus must be unchanged), which gives every run its
    id, group and config.
@@ -36,7 +37,7 @@ from depthwidth.study.jobs import RUNS_FOLDER, merge_curve
 from depthwidth.study.records import CURVE_KEYS, FINISHED, RESULT_KEYS
 from depthwidth.study.run_config import config_hash, train_run_config
 from depthwidth.study.runner import SPEC_FILE, StudyLock, prepare
-from depthwidth.study.store import STORE_FILE, Store
+from depthwidth.study.store import STORE_FILE, Store, StoreAccessError
 from depthwidth.artifact.folder import RESULT, RUN, read_json
 from depthwidth.artifact.config import TrainConfig
 
@@ -112,6 +113,8 @@ def _diagnose(path: Path) -> tuple[str, dict]:
             store.results(in_spec=None)
             return "intact", {"spec_text": store.spec_text(), "spec_source": f"{path} (the spec it recorded)",
                               "name": store.name}
+    except StoreAccessError:  # a full disk, an I/O error, a lock: not damage, and nothing is moved aside
+        raise
     except (UserError, sqlite3.Error, UnicodeDecodeError) as exc:
         return f"damaged ({str(exc).split('; `depthwidth study repair')[0]})", _salvage(path)
 

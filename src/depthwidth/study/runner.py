@@ -295,12 +295,17 @@ class _Driver:
     def run(self, todo: list[Run]) -> Counter:
         current = {r.run_id: r for r in todo}
         queue = list(todo)
+        full: str | None = None  # a full disk stops the study: the jobs in flight finish, nothing new starts
         while queue or self.runner.pending():
             while queue and self.runner.pending() < self.runner.capacity:
                 self._submit(queue.pop(0))
             job, outcome = self.runner.wait()
             self.running.remove(job.run_id)
             run = current[job.run_id]
+            if outcome.disk_full is not None:
+                self.store.record_error(job.run_id, error=outcome.error or "no space left on device", final=False)
+                full, queue = full or outcome.disk_full, []
+                continue
             self._record_branches(run, outcome)
             first = job.run_id not in self.settled  # a finished parent may come again, for its branches
             if _record(self.store, outcome, attempts=self.attempts[job.run_id],
@@ -320,6 +325,11 @@ class _Driver:
                 self.emit(StudyEvent(kind="retry", run_id=job.run_id, label=run.label(), error=outcome.error,
                                      attempt=self.attempts[job.run_id]))
                 queue.insert(0, run)
+            if full is not None:
+                queue = []
+        if full is not None:
+            raise UserError(f"{full}: cannot write the run's files (No space left on device); the study stopped and "
+                            "nothing stored is lost: free some space, then run the same command again")
         return self.counts
 
     def _count(self, run: Run, outcome: Outcome) -> None:

@@ -15,12 +15,20 @@ Status: pending -> running -> completed | diverged | failed. A run's finished st
 result are written in one transaction, so a crash leaves a run either finished with everything or not
 finished at all; `running` rows of a study nobody is running (see `runner.StudyLock`) read as interrupted.
 
+Errors (`depthwidth.study.store_errors`): a store that is not one, or that SQLite finds corrupt, is
+"not a readable study store" with the repair named; a store that cannot be used where it is - a full disk,
+an I/O error, a read-only or locked file - is a `StoreAccessError`, one line naming the file and the cause,
+never called damaged: the write that failed was rolled back, so a study whose disk fills resumes from what
+was stored once there is space. A new store is built in a temporary file and renamed into place, so it
+exists whole (tables and spec) or not at all.
+
 Read API (what reports use): `Store.open(dir)`, `.spec()`, `.runs()`, `.run(id)`, `.curves(id)`,
 `.results()`, `.result(id)`, `.attempt_errors(id)`; records are frozen dataclasses with `to_dict()`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -36,7 +44,6 @@ from depthwidth.study.migrations import SCHEMA_VERSION, migrate
 from depthwidth.study.records import (
     CURVE_KEYS,
     FINISHED,
-    REPAIR_HINT,
     RESULT_KEYS,
     STATUSES,
     CurvePoint,
@@ -45,6 +52,15 @@ from depthwidth.study.records import (
     curve_point,
     result_record,
     run_record,
+)
+from depthwidth.study.store_errors import (
+    SQLITE_CORRUPT,
+    SQLITE_NOTADB,
+    StoreAccessError,
+    access_error,
+    damaged,
+    sqlite_code,
+    unreadable,
 )
 
 STORE_FILE = "study.sqlite"
@@ -132,25 +148,28 @@ class Store:
     @classmethod
     def create(cls, study_dir: str | os.PathLike, *, name: str, spec: dict, spec_text: str, source: str) -> Store:
         """Open the study in `study_dir`, creating it (and the folder) if needed, and record the spec.
-        A folder that already holds a different study (another name) is refused."""
+        A folder that already holds a different study (another name) is refused. A new store is written
+        whole into a temporary file and renamed into place (`_build`), so it exists complete or not at all."""
         folder = Path(study_dir)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / STORE_FILE
-        existed = path.is_file()
-        store = cls.open(folder) if existed else cls(path, _connect(path))
-        if not existed:
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                store._conn.execute(statement)
-        if existed and store._meta("name") != name:
+        values = {"spec": json.dumps(spec, sort_keys=True), "spec_text": spec_text, "spec_source": source,
+                  "updated_at": repr(time.time())}
+        if not path.is_file():
+            _build(path, values | {"schema_version": str(SCHEMA_VERSION), "name": name,
+                                   "created_at": repr(time.time())})
+            return cls.open(folder)
+        store = cls.open(folder)
+        if store._meta("name") != name:
             other = store._meta("name")
             store.close()
             raise UserError(f"{folder} holds the study {other!r}, not {name!r}; choose another --dir")
-        with store._tx() as c:
-            values = {"spec": json.dumps(spec, sort_keys=True), "spec_text": spec_text, "spec_source": source,
-                      "updated_at": repr(time.time())}
-            if not existed:
-                values |= {"schema_version": str(SCHEMA_VERSION), "name": name, "created_at": repr(time.time())}
-            c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", values.items())
+        try:
+            with store._tx() as c:
+                c.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", values.items())
+        except BaseException:
+            store.close()
+            raise
         return store
 
     def close(self) -> None:
@@ -189,20 +208,18 @@ class Store:
             where.append("in_spec = ?")
             args.append(int(in_spec))
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid"
-        return [run_record(row) for row in self._conn.execute(sql, args)]
+        return [run_record(row) for row in self._read(sql, args)]
 
     def run(self, run_id: str) -> RunRecord:
         """One run by id or unique id prefix (ValueError when unknown or ambiguous)."""
-        rows = self._conn.execute("SELECT * FROM runs WHERE run_id LIKE ? ORDER BY rowid",
-                                  (run_id.replace("%", "") + "%",)).fetchall()
+        rows = self._read("SELECT * FROM runs WHERE run_id LIKE ? ORDER BY rowid", (run_id.replace("%", "") + "%",))
         if len(rows) != 1:
             raise UserError(f"run {run_id!r} " + ("is not in this study" if not rows else
                                                    f"is ambiguous ({len(rows)} runs start with it)"))
         return run_record(rows[0])
 
     def curves(self, run_id: str) -> list[CurvePoint]:
-        rows = self._conn.execute("SELECT * FROM curves WHERE run_id = ? ORDER BY idx", (run_id,))
-        return [curve_point(row) for row in rows]
+        return [curve_point(row) for row in self._read("SELECT * FROM curves WHERE run_id = ? ORDER BY idx", (run_id,))]
 
     def results(self, *, kind: str | None = None, in_spec: bool | None = True) -> list[ResultRecord]:
         """Results of finished runs (completed or diverged), in run creation order."""
@@ -210,22 +227,21 @@ class Store:
                + (" AND runs.kind = ?" if kind else "") + (" AND runs.in_spec = ?" if in_spec is not None else "")
                + " ORDER BY runs.rowid")
         args = [a for a in (kind, None if in_spec is None else int(in_spec)) if a is not None]
-        return [result_record(row) for row in self._conn.execute(sql, args)]
+        return [result_record(row) for row in self._read(sql, args)]
 
     def result(self, run_id: str) -> ResultRecord | None:
-        row = self._conn.execute("SELECT results.*, runs.kind AS kind FROM results JOIN runs USING (run_id) "
-                                 "WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else result_record(row)
+        rows = self._read("SELECT results.*, runs.kind AS kind FROM results JOIN runs USING (run_id) "
+                          "WHERE run_id = ?", (run_id,))
+        return result_record(rows[0]) if rows else None
 
     def attempt_errors(self, run_id: str) -> list[tuple[int, float, str]]:
-        rows = self._conn.execute("SELECT attempt, at, message FROM attempts WHERE run_id = ? ORDER BY rowid",
-                                  (run_id,))
+        rows = self._read("SELECT attempt, at, message FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,))
         return [tuple(r) for r in rows]
 
     def counts(self) -> dict[str, int]:
         """Runs of the current spec by status (every status present, zero when none)."""
         out = dict.fromkeys(STATUSES, 0)
-        for status, n in self._conn.execute("SELECT status, COUNT(*) FROM runs WHERE in_spec = 1 GROUP BY status"):
+        for status, n in self._read("SELECT status, COUNT(*) FROM runs WHERE in_spec = 1 GROUP BY status"):
             out[status] = n
         return out
 
@@ -303,36 +319,77 @@ class Store:
         for table in TABLES:
             self._read(f"SELECT * FROM {table} LIMIT 0", missing_ok=True)
 
-    def _read(self, sql: str, *, missing_ok: bool = False) -> list:
+    def _read(self, sql: str, args: tuple | list = (), *, missing_ok: bool = False) -> list:
+        """The rows of one query; a store that cannot be read as one is `damaged`, one that cannot be read
+        where it is (a full disk, an I/O error, a lock) a `StoreAccessError`."""
         try:
-            return self._conn.execute(sql).fetchall()
-        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may carry the file's bytes
+            return self._conn.execute(sql, args).fetchall()
+        except (sqlite3.OperationalError, sqlite3.DataError, UnicodeDecodeError) as exc:
             if missing_ok and "no such table" in str(exc):
                 return []
-            raise damaged(self.path, f"SQLite cannot read it ({type(exc).__name__}: {exc})") from None
+            raise unreadable(self.path, exc, doing="read") from None
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError:  # a ProgrammingError or IntegrityError: a defect here
+                raise
+            raise unreadable(self.path, exc, doing="read") from None
 
     def _meta(self, key: str) -> str | None:
-        try:
-            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        except sqlite3.OperationalError:
-            return None
-        if row is not None and not isinstance(row[0], str):
-            raise damaged(self.path, f"its recorded {key} is {type(row[0]).__name__}, not text")
-        return None if row is None else row[0]
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,), missing_ok=True)
+        if rows and not isinstance(rows[0][0], str):
+            raise damaged(self.path, f"its recorded {key} is {type(rows[0][0]).__name__}, not text")
+        return rows[0][0] if rows else None
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE ... COMMIT; ROLLBACK on any error)."""
-        self._conn.execute("BEGIN IMMEDIATE")
+        """One write transaction (BEGIN IMMEDIATE ... COMMIT; ROLLBACK on any error). A write that the disk
+        or the file refuses is a `StoreAccessError`, and what the store held before is unchanged."""
         try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:  # SQLite has already rolled back after a full disk
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            problem = access_error(self.path, exc, doing="write")
+            if problem is None and sqlite_code(exc) in (SQLITE_CORRUPT, SQLITE_NOTADB):
+                problem = damaged(self.path, f"SQLite cannot write it ({type(exc).__name__}: {exc})")
+            if problem is None:
+                raise
+            raise problem from None
+
+
+def _build(path: Path, meta: dict[str, str]) -> None:
+    """A new store at `path`: its tables and `meta`, in one transaction into a temporary file beside it
+    that is renamed into place once complete, so a full disk (or a kill) leaves no half-made store."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(statement)
+            conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", meta.items())
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        os.replace(tmp, path)
+    except sqlite3.Error as exc:
+        problem = access_error(path, exc, doing="create")
+        if problem is None:
             raise
-        self._conn.execute("COMMIT")
+        raise problem from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
+            leftover.unlink(missing_ok=True)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    conn = None
     try:
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
         conn.row_factory = sqlite3.Row
@@ -340,13 +397,11 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may carry the file's bytes
-        raise damaged(path, f"it is not a readable SQLite database ({type(exc).__name__}: {exc})") from None
+        if conn is not None:
+            conn.close()
+        raise access_error(path, exc, doing="open") or damaged(
+            path, f"it is not a readable SQLite database ({type(exc).__name__}: {exc})") from None
     return conn
-
-
-def damaged(path: Path, why: str) -> UserError:
-    """The error for a study store that cannot be read as one."""
-    return UserError(f"{path}: not a readable study store: {why}; {REPAIR_HINT.replace('DIR', str(path.parent))}")
 
 
 def _jsonable(value: Any) -> Any:
@@ -360,4 +415,4 @@ def _jsonable(value: Any) -> Any:
 
 
 __all__ = ["CURVE_KEYS", "FINISHED", "STATUSES", "SCHEMA_VERSION", "STORE_FILE", "CurvePoint", "ResultRecord",
-           "RunRecord", "Store"]
+           "RunRecord", "Store", "StoreAccessError"]
