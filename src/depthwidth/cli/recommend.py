@@ -1,8 +1,12 @@
 """`depthwidth recommend`: the best-loss shape of a study under a decode-latency and memory limit, the
-trade it makes against the unconstrained best, and whether the loss differences exceed seed noise.
+trade it makes against the unconstrained best, and whether the loss differences exceed seed noise; with
+--target-params, a prescription at a scale the study did not train: the depth and width a shape-aware
+law fitted on the study puts lowest, the flat basin around it, and the fastest of the basin under the limits
+(`depthwidth.report.shape_law`).
 
     depthwidth recommend demo-study --max-decode-ms 2 --hardware h100
     depthwidth recommend demo-study --max-decode-ms 1.5 --hardware study --max-memory-gb 0.01 --json
+    depthwidth recommend demo-study --target-params 1.3B --target-tokens 26B --hardware h100 --max-decode-ms 8
 """
 
 from __future__ import annotations
@@ -10,7 +14,10 @@ from __future__ import annotations
 import argparse
 
 from depthwidth.cli import print_json
-from depthwidth.cli.common import one_line_errors, positive_float, positive_int
+from depthwidth.cli.common import nonneg_int, one_line_errors, positive_float, positive_int
+from depthwidth.cli.plan import amount, fraction
+from depthwidth.errors import UserError
+from depthwidth.report.fit_shape import FORM_CHOICES
 from depthwidth.report.targets import MEMORY_KINDS, SERVING_DTYPES, STUDY
 
 HELP = "pick a shape of a study under a latency / memory limit, with the trade and the noise stated"
@@ -35,6 +42,31 @@ def add_parser(subparsers) -> None:
                    help="serving dtype of predictions and serving memory (default bf16)")
     p.add_argument("--budget", metavar="LABEL", help="only shapes of this budget group")
     p.add_argument("--json", action="store_true", help="print the recommendation as one JSON object")
+    t = p.add_argument_group("a prescription at a target scale (a shape-aware law fitted on the study's runs)")
+    t.add_argument("--target-params", type=amount, metavar="N", help="parameters of the model to train, e.g. 1.3B "
+                   "(total; with --non-embedding, Kaplan's N)")
+    t.add_argument("--non-embedding", action="store_true", help="--target-params counts non-embedding parameters")
+    how = t.add_mutually_exclusive_group()
+    how.add_argument("--target-tokens", type=amount, metavar="D", help="training tokens (default 20 per parameter)")
+    how.add_argument("--target-flops", type=amount, metavar="C",
+                     help="training FLOPs; each shape's tokens are C / its training FLOPs per token")
+    t.add_argument("--form", choices=FORM_CHOICES, default="auto",
+                   help="the law: auto (the form with the lowest held-out error, default) or one of them")
+    t.add_argument("--seq-len", type=positive_int, metavar="T", help="training sequence and decode context at the "
+                   "target (default: the study's sequence length)")
+    t.add_argument("--align", type=positive_int, default=64, help="widths are multiples of this (default 64)")
+    t.add_argument("--head-dim", type=positive_int, default=64, help="head size (default 64)")
+    t.add_argument("--tp", type=positive_int, default=1,
+                   help="tensor-parallel degree the heads must divide (default 1)")
+    t.add_argument("--min-layers", type=positive_int, default=2, help="shallowest candidate (default 2)")
+    t.add_argument("--aspect-range", default="4,512", metavar="LO,HI", help="d_model/n_layers of the candidates "
+                   "(default 4,512)")
+    t.add_argument("--tolerance", type=fraction, default=0.05,
+                   help="largest parameter error of a candidate (default 5%%)")
+    t.add_argument("--level", type=fraction, default=0.95, help="interval level (default 0.95)")
+    t.add_argument("--bootstrap", type=nonneg_int, default=200, metavar="B", help="bootstrap resamples (default 200)")
+    t.add_argument("--splits", type=positive_int, default=20, help="random 80/20 splits of the held-out score "
+                   "(default 20)")
     p.set_defaults(run=run)
 
 
@@ -45,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
     from depthwidth.report.targets import resolve_target
 
     study = load_study(args.study)
+    if args.target_params is not None:
+        return run_prescription(args, study)
+    if args.target_tokens is not None or args.target_flops is not None:
+        raise UserError("--target-tokens and --target-flops describe a target scale: give --target-params with them")
     hardware = resolve_target(args.hardware, argument="--hardware") if args.hardware else default_hardware(study)
     constraints = Constraints(hardware=hardware, max_decode_ms=args.max_decode_ms, max_memory_gb=args.max_memory_gb,
                               memory=args.memory, context=args.context, dtype=args.dtype, group=args.budget)
@@ -82,3 +118,43 @@ def print_recommendation(rec) -> None:
     if rec.trade:
         out.print(f"Trade: {rec.trade}.", markup=False)
     out.print(f"Noise: {rec.noise.description}", markup=False, style="dim")
+
+
+def run_prescription(args: argparse.Namespace, study) -> int:
+    from depthwidth.cli.plan import _aspect
+    from depthwidth.report.build import default_hardware
+    from depthwidth.report.prescribe import Limits, Target
+    from depthwidth.report.shape_law import Planner, shape_law
+    from depthwidth.report.targets import resolve_target
+
+    if args.budget:
+        raise UserError("--budget picks a group of measured shapes; a prescription fits every group of the study")
+    hardware = resolve_target(args.hardware, argument="--hardware") if args.hardware else default_hardware(study)
+    if hardware == STUDY:
+        if args.hardware:
+            raise UserError("--hardware study: a shape at the target scale was never measured on the study's machine; "
+                            "name a row of `depthwidth hw list`")
+        hardware = "h100"
+    seq_len = args.seq_len or study.protocol.seq_len or 2048
+    target = Target(params=args.target_params, non_embedding=args.non_embedding, tokens=args.target_tokens,
+                    flops=args.target_flops, seq_len=seq_len)
+    limits = Limits(hardware=hardware, max_decode_ms=args.max_decode_ms, max_memory_gb=args.max_memory_gb,
+                    memory=args.memory, dtype=args.dtype, context=args.context)
+    planner = Planner(align=args.align, head_dim=args.head_dim, tp=args.tp, min_layers=args.min_layers,
+                      aspect_range=_aspect(args.aspect_range), tolerance=args.tolerance)
+    law = shape_law(study, target=target, limits=limits, form=args.form, planner=planner, n_bootstrap=args.bootstrap,
+                    level=args.level, n_splits=args.splits)
+    if law.prescription is None:
+        raise UserError(f"no prescription for {args.study}: {law.skipped}")
+    if args.json:
+        print_json(law.to_dict())
+        return 0 if law.prescription.chosen is not None else 1
+    from depthwidth.present.prescription import law_lines, prescription_table
+    from depthwidth.present.terminal import console
+
+    out = console()
+    for line in law_lines(law):
+        out.print(line, markup=False, highlight=False, style="dim" if line.startswith("warning") else None)
+    out.print(prescription_table(law.prescription))
+    out.print(law.prescription.verdict, markup=False, highlight=False)
+    return 0 if law.prescription.chosen is not None else 1

@@ -6,6 +6,7 @@
     depthwidth study validate SPEC [--json]
     depthwidth study repair DIR [--spec SPEC] [--json]
     depthwidth study export DIR --best|--all -o OUT [--force] [--json]
+    depthwidth study import TABLE.csv --dir DIR [--columns d_model=hidden_size,...] [--vocab V ...] [--json]
 """
 
 from __future__ import annotations
@@ -70,7 +71,75 @@ def add_parser(subparsers) -> None:
     e.add_argument("--force", action="store_true", help="replace the model files in a non-empty folder")
     e.add_argument("--json", action="store_true", help="print what was written as one JSON object")
     e.set_defaults(run=export_cmd)
+    _add_import(sub)
     p.set_defaults(run=lambda args: (p.print_help(), 2)[1])
+
+
+def _add_import(sub) -> None:
+    from depthwidth.shapes.hardware import DTYPES
+    from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, POS_KINDS
+    from depthwidth.study.importer import COLUMNS, PARAMS_KINDS, REQUIRED
+
+    i = one_line_errors(sub.add_parser(
+        "import", help="make a study folder from a CSV or JSON-lines table of runs trained elsewhere",
+        description=f"Make a study folder from a table of finished runs (one row each; required columns: "
+                    f"{', '.join(REQUIRED)}; optional: {', '.join(c for c in COLUMNS if c not in REQUIRED)}), so "
+                    "that report, recommend and the shape-aware fits read it. Every row is checked first: a bad "
+                    "cell is one line naming its row and column, and nothing is written."))
+    i.add_argument("table", metavar="TABLE", help="a .csv (header row) or .jsonl table of runs")
+    i.add_argument("--dir", metavar="DIR", required=True, help="the study folder to make (must not hold a study)")
+    i.add_argument("--columns", metavar="MAP", help="our names for the table's columns: d_model=hidden_size,...")
+    i.add_argument("--name", metavar="NAME", help="the study's name (default: from the table's file name)")
+    c = i.add_argument_group("conventions of every row's shape (what the table does not say)")
+    c.add_argument("--ffn", choices=FFN_KINDS, default="gelu")
+    c.add_argument("--norm", choices=NORM_KINDS, default="layernorm")
+    c.add_argument("--bias", choices=BIAS_KINDS, default="none")
+    c.add_argument("--pos", choices=POS_KINDS, default="learned")
+    tie = c.add_mutually_exclusive_group()
+    tie.add_argument("--tied", dest="tied", action="store_true", default=True,
+                     help="LM head shares the embedding (default)")
+    tie.add_argument("--untied", dest="tied", action="store_false")
+    c.add_argument("--vocab", type=positive_int, metavar="V", help="vocabulary, for a table without a vocab column")
+    c.add_argument("--seq-len", type=positive_int, default=2048, metavar="T",
+                   help="training sequence length and position table, without a seq_len column (default 2048)")
+    c.add_argument("--head-dim", type=positive_int, default=64,
+                   help="heads = d_model / this without n_heads (default 64)")
+    c.add_argument("--params-kind", choices=PARAMS_KINDS, default="total", help="what the params column counts")
+    c.add_argument("--tolerance", type=_fraction, default=0.02,
+                   help="largest difference of a given params or flops from the shape's (default 2%%)")
+    m = i.add_argument_group("a decode_ms column")
+    m.add_argument("--hardware", metavar="NAME", help="the row of `depthwidth hw list` decode_ms was measured on")
+    m.add_argument("--context", type=positive_int, metavar="T", help="cached tokens of those measurements "
+                   "(default: half the sequence length)")
+    m.add_argument("--dtype", choices=DTYPES, default="bf16", help="their dtype (default bf16)")
+    i.add_argument("--json", action="store_true", help="print what was imported as one JSON object")
+    i.set_defaults(run=import_cmd)
+
+
+def _fraction(text: str) -> float:
+    from depthwidth.cli.plan import fraction
+
+    return fraction(text)
+
+
+def import_cmd(args: argparse.Namespace) -> int:
+    from depthwidth.study.imported import import_runs
+    from depthwidth.study.importer import Conventions, parse_columns
+
+    conventions = Conventions(ffn=args.ffn, norm=args.norm, bias=args.bias, pos=args.pos, tied=args.tied,
+                              vocab=args.vocab, seq_len=args.seq_len, head_dim=args.head_dim,
+                              params_kind=args.params_kind, tolerance=args.tolerance)
+    report = import_runs(args.table, args.dir, columns=parse_columns(args.columns), conventions=conventions,
+                         name=args.name, hardware=args.hardware, context=args.context, dtype=args.dtype)
+    if args.json:
+        print_json(report.to_dict())
+        return 0
+    from depthwidth.present.prescription import import_lines
+
+    out = console()
+    for line in import_lines(report):
+        out.print(line, markup=False, highlight=False)
+    return 0
 
 
 def _check_executor(args) -> None:

@@ -20,6 +20,7 @@ from depthwidth.errors import UserError
 from depthwidth.files import staged_folder, write_text
 from depthwidth.present.units import count
 from depthwidth.report.build import Report
+from depthwidth.report.shape_panel import shape_law_lines
 from depthwidth.report.study_plots import Figure
 from depthwidth.report.study_tables import MARKDOWN_KEYS
 
@@ -176,6 +177,7 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
     for x in report.trends.extrapolation:
         lines.append(f"- {x.family} at N={count(x.n)}: {x.loss.value:.4f} [{x.loss.lo:.4f}, {x.loss.hi:.4f}]")
     lines += [f"- warning: {_md_escape(w)}" for w in report.trends.warnings]
+    lines += ["", "## Shape-aware law and prescription", "", *shape_law_lines(report.shape_law, _md_escape)]
     lines += ["", "## Recommendation", "", _md_escape(rec.verdict), ""]
     if rec.trade:
         lines += [f"Trade: {_md_escape(rec.trade)}.", ""]
