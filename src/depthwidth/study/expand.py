@@ -25,7 +25,7 @@ from depthwidth.artifact.config import stored_value
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.horizons import branch_runs, horizon_groups, horizon_label, split_horizon
-from depthwidth.study.lr_search import GroupMode, group_mode
+from depthwidth.study.lr_search import GroupMode, across_groups, group_mode
 from depthwidth.study.schema import SpecError
 from depthwidth.study.run_config import BENCH_FORMAT, config_hash, train_run_config
 from depthwidth.study.spec import BudgetSpec, StudySpec
@@ -131,7 +131,7 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
     except SpecError as exc:
         raise exc.located(source=spec.source, text=spec.text) from None
     runs: dict[str, Run] = {}
-    modes = {g.label: _mode(spec, g) for g in groups}
+    modes = _modes(spec, groups)
     for group in groups:
         mode = modes[group.label]
         if group.horizon is not None:
@@ -181,17 +181,24 @@ def with_branches(runs: list[Run], *, spec: StudySpec, data: DataInfo, groups) -
     return out
 
 
-def _mode(spec: StudySpec, group: Group) -> GroupMode:
-    if group.horizon is not None:  # a horizon's learning rates are its parent group's
-        group = replace(group, label=group.horizon[0])
-    parametrization = group.overrides.get("parametrization", stored_value(spec.train, "parametrization"))
-    shapes = {s.label(): count_params(s).total for s in group.shapes}
-    mode = group_mode(spec.lr, seeds=spec.seeds, parametrization=parametrization, shapes=shapes)
-    if mode.kind == "transfer" and mode.proxy is None:
-        raise SpecError(f"{spec.lr.transfer_from!r} is not a shape of the group {group.label!r}; its shapes are "
-                        f"{', '.join(shapes)} (or give \"smallest\")", key="lr.transfer_from").located(
-                            source=spec.source, text=spec.text)
-    return mode
+def _modes(spec: StudySpec, groups) -> dict[str, GroupMode]:
+    """Each group's `GroupMode`; a transfer group without the proxy shape takes it from the group that has
+    it (`lr_search.across_groups`: one proxy tunes every scale)."""
+    modes, shapes = {}, {}
+    for group in groups:
+        parametrization = group.overrides.get("parametrization", stored_value(spec.train, "parametrization"))
+        shapes[group.label] = {s.label(): count_params(s).total for s in group.shapes}
+        modes[group.label] = group_mode(spec.lr, seeds=spec.seeds, parametrization=parametrization,
+                                        shapes=shapes[group.label])
+    modes = across_groups(modes, shapes, spec.lr.transfer_from)
+    for group in groups:
+        mode = modes[group.label]
+        if mode.kind == "transfer" and mode.proxy is None:
+            raise SpecError(f"{spec.lr.transfer_from!r} is not a shape of the group {group.label!r} nor of another "
+                            f"group under {mode.parametrization}; its shapes are {', '.join(shapes[group.label])} "
+                            "(or give \"smallest\")", key="lr.transfer_from").located(source=spec.source,
+                                                                                        text=spec.text)
+    return modes
 
 
 def train_run(spec: StudySpec, *, data: DataInfo, group: Group, shape: Shape, lr: float, seed: int,

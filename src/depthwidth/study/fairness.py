@@ -106,7 +106,11 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
         for r in members:
             per_shape[r.shape_label].append(r)
         same("seeds", scope, [(sorted({m.seed for m in rs}), rs[0]) for rs in per_shape.values()])
-        _trial_counts(findings, same, scope, per_shape, modes.get(group))
+        mode = modes.get(group)
+        proxy_lrs = None
+        if mode is not None and mode.proxy_group is not None:  # the proxy is at another scale: its trials there
+            proxy_lrs = {r.lr for r in groups.get(mode.proxy_group, []) if r.shape_label == mode.proxy}
+        _trial_counts(findings, same, scope, per_shape, mode, proxy_lrs=proxy_lrs)
         # the stream is a pure function of (data, seed, step): in an equal-time group a shorter run reads a
         # prefix of a longer one's, so hashes (of the whole stream read) compare among runs of one length
         lengths = sorted({run_tokens(r.config) or 0 for r in members}) if timed else [None]
@@ -132,7 +136,7 @@ def device_kind(device: Any) -> str:
 
 
 def _trial_counts(findings: list[Finding], same, scope: str, per_shape: dict[str, list[RunRecord]],
-                  mode: GroupMode | None) -> None:
+                  mode: GroupMode | None, *, proxy_lrs: set | None = None) -> None:
     """The learning-rate trials of a group's shapes, as its mode says they must be."""
     kind = mode.kind if mode is not None else "grid"
     counts, over = [], defaultdict(list)
@@ -156,7 +160,7 @@ def _trial_counts(findings: list[Finding], same, scope: str, per_shape: dict[str
     if kind == "transfer":
         others = [m for label, rs in per_shape.items() if label != mode.proxy for m in rs]
         same("lr", scope + " (transferred)", [(m.lr, m) for m in others])
-        tried = {m.lr for m in per_shape.get(mode.proxy, [])}
+        tried = proxy_lrs if proxy_lrs is not None else {m.lr for m in per_shape.get(mode.proxy, [])}
         stray = [m for m in others if m.lr not in tried]
         if stray:
             findings.append(Finding(field="lr", scope=scope + f" (not tried by the proxy {mode.proxy})",

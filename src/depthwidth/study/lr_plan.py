@@ -18,7 +18,7 @@ from depthwidth.artifact.config import stored_value
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.expand import Expansion, Group, Run, train_run, with_branches
-from depthwidth.study.lr_search import GroupMode, assess, group_mode, next_lr, search_plan
+from depthwidth.study.lr_search import GroupMode, across_groups, assess, group_mode, next_lr, search_plan
 
 def trial_loss(outcomes: list[tuple[str, float | None] | None]) -> float | None:
     """The mean final loss of one learning rate over its seeds: inf when a seed diverged, None while
@@ -78,8 +78,9 @@ class Planner:
                     for r in self.search(group, shape, mode.seeds, outcomes)[0]:
                         out.setdefault(r.run_id, r)
                 continue
-            proxy = next(s for s in group.shapes if s.label() == mode.proxy)
-            runs, losses = self.search(group, proxy, mode.seeds, outcomes)
+            home = next(g for g in self.expansion.groups if g.label == (mode.proxy_group or group.label))
+            proxy = next(s for s in home.shapes if s.label() == mode.proxy)
+            runs, losses = self.search(home, proxy, mode.seeds, outcomes)  # cached: searched once for all groups
             for r in runs:
                 out.setdefault(r.run_id, r)
             best = assess(losses).best_lr if losses else None
@@ -111,8 +112,9 @@ def stored_modes(spec, runs) -> dict[str, GroupMode]:
         if r.shape_label not in shapes:
             shapes[r.shape_label] = count_params(Shape.from_dict(r.config["shape"])).total
         parametrization.setdefault(r.group, stored_value(r.config.get("train") or {}, "parametrization"))
-    return {g: group_mode(spec.lr, seeds=spec.seeds, parametrization=parametrization[g], shapes=shapes)
-            for g, shapes in params.items()}
+    modes = {g: group_mode(spec.lr, seeds=spec.seeds, parametrization=parametrization[g], shapes=shapes)
+             for g, shapes in params.items()}
+    return across_groups(modes, params, spec.lr.transfer_from)
 
 
 __all__ = ["Planner", "plan_runs", "stored_modes", "trial_loss"]

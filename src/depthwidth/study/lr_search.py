@@ -29,6 +29,8 @@ trials, and reuses every finished one (a trial is a run, identified by its confi
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -178,19 +180,21 @@ class GroupMode:
     final_seeds: tuple[int, ...]  # seeds trained at the selected learning rate
     proxy: str | None = None  # "transfer": the shape label whose optimum every shape reuses
     parametrization: str = "sp"
+    proxy_group: str | None = None  # "transfer" from another budget group (a proxy at another scale); None: own
 
     def describe(self) -> str:
         how = (f"bracketed per shape within {self.max_trials} trials" if self.search == "bracket"
                else f"the same {self.max_trials}-point grid")
         if self.kind == "transfer":
-            return (f"tuned on {self.proxy} ({how}), its best learning rate reused for every shape under "
+            where = f" of the group {self.proxy_group!r}" if self.proxy_group else ""
+            return (f"tuned on {self.proxy}{where} ({how}), its best learning rate reused for every shape under "
                     f"{self.parametrization}, {len(self.final_seeds)} seed(s) each")
         return f"{how} for every shape, {len(self.seeds)} seed(s) each"
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "search": self.search, "max_trials": self.max_trials, "seeds": list(self.seeds),
                 "final_seeds": list(self.final_seeds), "proxy": self.proxy, "parametrization": self.parametrization,
-                "description": self.describe()}
+                "proxy_group": self.proxy_group, "description": self.describe()}
 
 
 def transfer_seeds(seeds: Sequence[int], count: int) -> tuple[int, ...]:
@@ -226,11 +230,30 @@ def group_mode(lr, *, seeds: Sequence[int], parametrization: str, shapes: Mappin
                      parametrization=parametrization)
 
 
+def across_groups(modes: Mapping[str, GroupMode], shapes: Mapping[str, Mapping[str, int]],
+                  transfer_from: str | None) -> dict[str, GroupMode]:
+    """`modes` with each transfer group that lacks the named proxy shape pointed at the first group that has
+    it under the same parametrization (`proxy_group`): one small proxy tunes the learning rate of every scale.
+    A group whose proxy is found nowhere keeps `proxy` None (the caller's error)."""
+    out = dict(modes)
+    if transfer_from is None or transfer_from == SMALLEST:
+        return out
+    for label, mode in modes.items():
+        if mode.kind != "transfer" or mode.proxy is not None:
+            continue
+        home = next((g for g, m in modes.items() if m.kind == "transfer" and m.proxy == transfer_from
+                     and m.proxy_group is None and m.parametrization == mode.parametrization
+                     and transfer_from in shapes.get(g, {})), None)
+        if home is not None:
+            out[label] = dataclasses.replace(mode, proxy=transfer_from, proxy_group=home)
+    return out
+
+
 def search_plan(lr, *, d_model: int) -> SearchPlan:
     """The bracket search of one shape of width `d_model` from the spec's [lr] section."""
     initial = lr.values(d_model)
     return SearchPlan(initial=initial, max_trials=lr.max_trials, step=lr.step or default_step(initial))
 
 
-__all__ = ["Assessment", "GroupMode", "LR_RANGE", "MODES", "SEARCHES", "SMALLEST", "SearchPlan", "TRANSFERS", "assess", "default_step",
+__all__ = ["Assessment", "GroupMode", "across_groups", "LR_RANGE", "MODES", "SEARCHES", "SMALLEST", "SearchPlan", "TRANSFERS", "assess", "default_step",
            "group_mode", "next_lr", "parabola_vertex", "resolve_proxy", "round_lr", "search_plan", "transfer_seeds"]

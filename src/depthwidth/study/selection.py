@@ -80,7 +80,7 @@ def select_lrs(runs: list[RunRecord], results: dict[str, ResultRecord], *, modes
     proxies = {}
     for (group, label), by_lr in by_shape.items():
         mode = modes.get(group)
-        if mode is not None and mode.kind == "transfer" and label == mode.proxy:
+        if mode is not None and mode.kind == "transfer" and label == mode.proxy and mode.proxy_group is None:
             proxies[group] = _choose(group, label, by_lr, results, mode=mode, lr=lr)
     out = []
     for (group, label), by_lr in by_shape.items():
@@ -88,8 +88,11 @@ def select_lrs(runs: list[RunRecord], results: dict[str, ResultRecord], *, modes
         if split_horizon(group) is not None:
             continue  # below: at the learning rate chosen at the full horizon
         if mode is not None and mode.kind == "transfer":
-            out.append(proxies[group] if label == mode.proxy else _transferred(group, label, by_lr, results,
-                                                                                mode=mode, proxy=proxies.get(group)))
+            if label == mode.proxy and mode.proxy_group is None:
+                out.append(proxies[group])
+            else:  # the proxy's choice: of this group, or of the group at another scale that holds it
+                out.append(_transferred(group, label, by_lr, results, mode=mode,
+                                        proxy=proxies.get(mode.proxy_group or group)))
         else:
             out.append(_choose(group, label, by_lr, results, mode=mode, lr=lr))
     full = {(c.group, c.shape_label): c for c in out}
