@@ -53,8 +53,18 @@ def default_hardware(study: StudyData) -> str:
 
 
 def trend_points(study: StudyData) -> list[TrendPoint]:
+    """The points of the L(N) trends: every full-horizon result (a horizon group, `<group>@<h>`, is the same
+    shape at fewer tokens: the ranking against budget reads it) under the study's most common
+    parametrization (a side-by-side group under another one is a comparison, not a scale)."""
+    from collections import Counter
+
+    from depthwidth.study.horizons import split_horizon
+
+    full = [r for r in study.results if split_horizon(r.group) is None]
+    common = Counter(r.parametrization for r in full).most_common(1)
+    keep = [r for r in full if common and r.parametrization == common[0][0]]
     return [TrendPoint(label=r.shape_label, aspect_ratio=r.aspect_ratio, n=r.non_embedding_params,
-                       d=max(r.tokens or 0, 1), loss=v) for r in study.results for v in r.seed_losses if v > 0]
+                       d=max(r.tokens or 0, 1), loss=v) for r in keep for v in r.seed_losses if v > 0]
 
 
 def build_report(

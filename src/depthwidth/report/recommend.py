@@ -95,8 +95,11 @@ def recommend(
     noise: NoiseEstimate | None = None,
 ) -> Recommendation:
     """The recommendation for `constraints` over `results` (module docstring: the rule)."""
-    pool = [r for r in results
-            if r.val_loss is not None and (constraints.group is None or r.group == constraints.group)]
+    from depthwidth.study.horizons import split_horizon
+
+    # a horizon group (`<group>@<h>`) is the same shape at fewer tokens: the ranking against budget reads it
+    pool = [r for r in results if r.val_loss is not None and (
+        r.group == constraints.group if constraints.group is not None else split_horizon(r.group) is None)]
     if constraints.group is not None and not any(r.group == constraints.group for r in results):
         groups = sorted({r.group for r in results})
         raise UserError(f"group={constraints.group!r} is not in this study; groups: {', '.join(groups)}")
@@ -169,7 +172,9 @@ def _limits(c: Constraints) -> str:
 def _verdict(*, chosen: Candidate, tied, feasible, decided_by: str, noise: NoiseEstimate,
              constraints: Constraints) -> str:
     r, t = chosen.result, chosen.target
-    head = (f"Recommended: {r.shape_label} ({r.group}), loss {r.val_loss:.4f}, decode {_ms(t.decode_ms)} per token "
+    budget = (f", {r.tokens:,} tokens = {r.tokens / r.non_embedding_params:.2g} per non-embedding parameter"
+              if r.tokens and r.non_embedding_params else "")
+    head = (f"Recommended: {r.shape_label} ({r.group}{budget}), loss {r.val_loss:.4f}, decode {_ms(t.decode_ms)} per token "
             f"({t.decode_source}), {t.memory_kind} memory {nbytes(t.memory_bytes)}, {_under(constraints)}.")
     if decided_by == "loss":
         return head + f" Its loss is lower than every other feasible shape by more than the noise ({noise.method})."

@@ -303,6 +303,10 @@ def _crossed(spec: StudySpec, groups: list[Group]) -> list[Group]:
     levels = spec.train.levels()
     if levels == ({},):
         return groups
+    own = next((i for i, b in enumerate(spec.budgets) if b.parametrization is not None), None)
+    if own is not None:
+        raise SpecError("a budget's own parametrization and a [train] parametrization factor do not combine: give "
+                        "one of them", key=f"budget[{own}].parametrization")
     return [replace(g, label=g.label + "".join(f"-{v}" for v in level.values()), overrides=dict(level))
             for g in groups for level in levels]
 
@@ -344,8 +348,9 @@ def _budget_group(spec: StudySpec, budget: BudgetSpec, *, base: dict, key: str) 
     if tokens < batch:
         raise SpecError(f"the budget gives {tokens} training tokens, less than one batch "
                         f"(batch_size * seq_len = {batch})", key=key)
+    overrides = {"parametrization": budget.parametrization} if budget.parametrization is not None else {}
     return Group(label=planned.label, tokens=tokens, shapes=_dedupe(planned.shapes),
-                 target=planned.target, notes=planned.notes)
+                 target=planned.target, notes=planned.notes, overrides=overrides)
 
 
 def _time_group(spec: StudySpec, budget: BudgetSpec, planned, *, key: str) -> Group:
@@ -365,7 +370,7 @@ def _time_group(spec: StudySpec, budget: BudgetSpec, planned, *, key: str) -> Gr
         for label, share in shares.items())
     return Group(label=planned.label, tokens=min(s.tokens for s in shares.values()), shapes=shapes,
                  target=planned.target | {"seconds": budget.time_seconds, "hardware": hardware}, notes=notes,
-                 shares=shares)
+                 shares=shares, overrides={"parametrization": budget.parametrization} if budget.parametrization else {})
 
 
 def _dedupe(shapes: list[Shape] | tuple[Shape, ...]) -> tuple[Shape, ...]:

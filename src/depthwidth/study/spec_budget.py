@@ -12,7 +12,8 @@ from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_one_budget
 from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS
 from depthwidth.study.limits import bounded, listed
-from depthwidth.study.schema import boolean, checked, integer, number, optional, text
+from depthwidth.shapes.parametrization import PARAMETRIZATIONS
+from depthwidth.study.schema import boolean, checked, choice, integer, number, optional, text
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 MAX_SECONDS = 3.2e10  # an equal-time budget: at most about a thousand device-years
@@ -45,6 +46,8 @@ class BudgetSpec:
                                       doc="seconds / 3600 on one device")
     hardware: str | None = checked(optional(text(what="a hardware name or 'measured'")), None,
                                    doc="where `seconds` are predicted (default: the study's hardware)")
+    parametrization: str | None = checked(optional(choice(PARAMETRIZATIONS)), None,
+                                          doc="this budget's runs under it instead of [train]'s")
 
     def __post_init__(self) -> None:
         check_one_budget(params=self.params, flops=self.flops, tokens=self.tokens,
