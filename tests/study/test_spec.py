@@ -152,20 +152,32 @@ def test_examples_are_valid():
         assert spec.name and spec.lr.trials >= 2
 
 
-def test_demo_family_spans_depth_at_half_a_million_parameters():
+def test_demo_is_a_ladder_of_three_scales_with_one_transferred_lr_and_sp_at_one_scale():
+    from depthwidth.report.trends import family_of
     from depthwidth.shapes.params import count_params
     from depthwidth.study import expand
     from depthwidth.study.expand import DataInfo
 
     spec = demo_spec()
-    assert spec.data.corpus == "shakespeare" and spec.data.tokenizer == "byte" and spec.lr.trials == 2
-    assert (spec.lr.search, spec.lr.max_trials, spec.seeds) == ("bracket", 3, (0, 1))
+    assert spec.data.corpus == "shakespeare" and spec.data.tokenizer == "byte" and spec.seeds == (0, 1)
     expansion = expand(spec, data=DataInfo(corpus_hash="x", vocab_size=256, train_tokens=10**6))
-    shapes = expansion.groups[0].shapes
-    assert 4 <= len(shapes) <= 5
-    depths = [s.n_layers for s in shapes]
-    assert max(depths) >= 4 * min(depths)
-    for s in shapes:
-        assert abs(count_params(s).non_embedding / 500_000 - 1) <= 0.05
-    # the two starting learning rates x two seeds; the search adds the third once they finish
-    assert len(expansion.train_runs) == 2 * 2 * len(shapes) and len(expansion.bench_runs) == len(shapes)
+    groups = {g.label: g for g in expansion.groups}
+    assert set(groups) == {f"{g}{h}" for g in ("N100K", "N250K", "N600K", "N250K-sp") for h in ("", "@0.25", "@0.5")}
+    families = None
+    for label, target in (("N100K", 100_000), ("N250K", 250_000), ("N600K", 600_000)):
+        shapes = groups[label].shapes
+        assert len(shapes) == 4 and max(s.n_layers for s in shapes) >= 3.5 * min(s.n_layers for s in shapes)
+        for s in shapes:
+            assert abs(count_params(s).non_embedding / target - 1) <= 0.15
+        scale = sorted(family_of(s.aspect_ratio) for s in shapes)
+        assert families in (None, scale)  # the same aspect-ratio families at every scale: trends have 3 points
+        families = scale
+        mode = expansion.modes[label]
+        assert mode.kind == "transfer" and mode.proxy == "L2-H64-A8"
+        assert mode.proxy_group == (None if label == "N100K" else "N100K")
+    sp = groups["N250K-sp"]
+    assert sp.overrides == {"parametrization": "sp"} and expansion.modes["N250K-sp"].kind == "bracket"
+    assert {s.n_layers for s in sp.shapes} == {7, 2}
+    # to start: the proxy's two starting LRs x 2 seeds, and SP's 2 shapes x 2 LRs x 2 seeds, each with 2 branches
+    assert len([r for r in expansion.train_runs if r.parent is None]) == 4 + 8
+    assert len([r for r in expansion.train_runs if r.parent is not None]) == 2 * 12
