@@ -57,6 +57,9 @@ def test_the_interval_widens_with_the_seed_spread_and_stays_in_the_bracket():
     hi = math.exp(math.log(1000) + math.log(4) * (0.2 + sem) / 0.4)
     assert c.low == pytest.approx(lo) and c.high == pytest.approx(hi)
     assert 1000 <= c.low < c.tokens < c.high <= 4000
+    assert c.resolved  # |d| = 0.2 > 2 x 0.0707 at both budgets
+    (noisy,) = budget_ranking(ladder([3.2, 2.3], [3.0, 2.5], spread=0.15)).ladders[0].crossovers
+    assert not noisy.resolved  # |d| = 0.2 < 2 x 0.21: the swap may be seed noise
 
 
 def test_no_crossover_when_the_order_holds_and_the_margin_is_judged_against_noise():

@@ -45,13 +45,13 @@ def plot_budgets(ranking: BudgetRanking | None, out: Path, *, hardware: str = ""
             ax.set_xlabel(xlabel + (f" ({hardware})" if key == "seconds" and hardware else ""))
             ax.set_ylabel("validation loss (nats/token)")
             ax.set_title(f"{ladder.group}: loss against {xlabel.split(' ')[-1]}", fontsize=10)
-            for c in ladder.crossovers if key == "tokens" else ():
+            for c in [c for c in ladder.crossovers if c.resolved] if key == "tokens" else ():
                 ax.axvspan(c.low, c.high, color="0.85", zorder=0)
                 ax.axvline(c.tokens, color="0.5", ls=":", lw=1)
         row[0].legend(fontsize=8)
     caption = ("Each shape's loss at each horizon of its run (cooldown branches of one WSD run; the learning rate "
                "chosen at the full horizon), mean over seeds with one standard error. Grey bands: a flip of two "
-               "shapes' order between two measured budgets, with its interval.")
+               "shapes' order between two measured budgets beyond two standard errors at both, with its interval.")
     return _save(fig, out, "budgets", "Ranking against budget", caption)
 
 
@@ -78,13 +78,19 @@ def budgets_html(ranking: BudgetRanking | None) -> str:
     for lad in ranking.ladders:
         parts.append(f"<h3>{escape(lad.group)}</h3><ul>" + "".join(f"<li>{escape(v)}</li>" for v in lad.verdicts)
                      + "</ul>")
-        if lad.crossovers:
-            parts.append("<p>Order flips within the measured budgets:</p><ul>" + "".join(
-                f"<li>{escape(c.a)} ahead below, {escape(c.b)} ahead above about {c.tokens:,.0f} tokens "
-                f"(interval {c.low:,.0f} to {c.high:,.0f}; between the measured {c.between[0]:,} and "
-                f"{c.between[1]:,})</li>" for c in lad.crossovers) + "</ul>")
+        real = [c for c in lad.crossovers if c.resolved]
+        noise = [c for c in lad.crossovers if not c.resolved]
+        if real:
+            parts.append("<p>Order flips within the measured budgets, beyond two standard errors at both ends:</p><ul>"
+                         + "".join(f"<li>{escape(c.a)} ahead below, {escape(c.b)} ahead above about {c.tokens:,.0f} "
+                                   f"tokens (interval {c.low:,.0f} to {c.high:,.0f}; between the measured "
+                                   f"{c.between[0]:,} and {c.between[1]:,})</li>" for c in real) + "</ul>")
         else:
-            parts.append('<p class="muted">No two shapes change order within the measured budgets.</p>')
+            parts.append('<p class="muted">No two shapes change order beyond the seed noise within the measured '
+                         "budgets.</p>")
+        if noise:
+            parts.append('<p class="muted">Within the seed noise (not a swap the data resolve): ' + escape("; ".join(
+                f"{c.a} / {c.b} near {c.tokens:,.0f} tokens" for c in noise)) + ".</p>")
         if lad.equal_time:
             rows = "".join(
                 f"<tr><td class='num'>{e['seconds']:.3g}</td><td>"

@@ -9,7 +9,8 @@ predicted on the report's hardware (`study.timebudget.predicted_seconds`). From 
 - the ranking at each budget, the winner and its margin over the runner-up with the margin's standard error;
 - `crossovers`: each pair of shapes whose order flips between two measured budgets, the flip placed by
   linear interpolation of their loss difference in log tokens, with an interval from moving each end of
-  the difference by one standard error (never outside the two budgets: no extrapolation);
+  the difference by one standard error (never outside the two budgets: no extrapolation); `resolved` when
+  the difference is beyond two standard errors at both budgets (else the swap may be seed noise);
 - `at_equal_time`: each shape's loss at the predicted seconds of the other points, interpolated in log
   seconds between its own measured budgets only (a shape whose budgets do not cover a time is left out
   at that time, and said so).
@@ -53,6 +54,7 @@ class Crossover:
     low: float  # interval (one standard error of the difference at each end), within the bracket
     high: float
     between: tuple[int, int]  # the two measured budgets (tokens) it lies between
+    resolved: bool = False  # the difference is beyond two standard errors at both budgets: a real swap
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -165,8 +167,10 @@ def _crossovers(points) -> list[Crossover]:
                 ends = [_root(x0, x1, d0 + u * s0, d1 + v * s1) for u in (-1, 1) for v in (-1, 1)]
                 ends = [x for x in ends if x is not None] + [at]
                 first, second = (a, b) if d0 < 0 else (b, a)
+                resolved = bool(s0 and s1 and abs(d0) > 2 * s0 and abs(d1) > 2 * s1)
                 out.append(Crossover(a=first, b=second, tokens=math.exp(at), low=math.exp(max(x0, min(ends))),
-                                     high=math.exp(min(x1, max(ends))), between=(pa.tokens, qa.tokens)))
+                                     high=math.exp(min(x1, max(ends))), between=(pa.tokens, qa.tokens),
+                                     resolved=resolved))
     return out
 
 

@@ -163,7 +163,8 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
         for lad in report.budgets.ladders:
             lines += [f"- {lad.group} {_md_escape(v)}" for v in lad.verdicts]
             lines += [f"- {lad.group}: {c.a} ahead below, {c.b} above about {c.tokens:,.0f} tokens "
-                      f"(interval {c.low:,.0f} to {c.high:,.0f})" for c in lad.crossovers]
+                      f"(interval {c.low:,.0f} to {c.high:,.0f})"
+                      + ("" if c.resolved else "; within the seed noise") for c in lad.crossovers]
         lines.append("- the learning rate of every horizon is the one chosen at the full horizon")
     lines += ["", "## Trend fits", ""]
     for f in report.trends.families:
