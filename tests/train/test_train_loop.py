@@ -9,7 +9,7 @@ from depthwidth.data import BatchStream, load_dataset
 from depthwidth.shapes import Shape, count_params
 from depthwidth.shapes.flops import flops
 from depthwidth.train import loop as loop_mod
-from depthwidth.train import speed as speed_mod
+from depthwidth.data import batches as batches_mod
 from depthwidth.train import param_groups, train
 from depthwidth.model import Transformer
 
@@ -43,14 +43,14 @@ def test_completed_run_records_curve_evals_and_measurements(tiny_shape, tiny_con
 
 def test_two_shapes_see_identical_batches_and_record_the_same_stream_hash(tiny_shape, tiny_config, monkeypatch):
     seen = []
-    real = speed_mod.gather_windows
+    real = batches_mod.gather_windows
 
     def record(tokens, positions, seq_len):
         x, y = real(tokens, positions, seq_len)
         seen[-1].append(x.copy())
         return x, y
 
-    monkeypatch.setattr(speed_mod, "gather_windows", record)  # where the trainer's BatchFeeder gathers
+    monkeypatch.setattr(batches_mod, "gather_windows", record)  # where BatchStream.rows (the trainer's feeder) gathers
     other = Shape(n_layers=1, d_model=48, n_heads=3, vocab_size=256, max_seq_len=64, pos="rope")
     results = []
     for shape in (tiny_shape, other):

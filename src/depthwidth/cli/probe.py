@@ -1,6 +1,7 @@
 """`depthwidth probe`: look at the synthetic probe tasks, and measure one shape's memorisation capacity.
 
     depthwidth probe show multihop --difficulty 2 -n 3
+    depthwidth probe show hops --difficulty 2 -n 3      # letters | the 2-hop target of each ('~': none)
     depthwidth probe capacity --shape L2-H64-A4 --pos rope --vocab 256 --facts 256,1024,4096
 
 Train on a probe with `depthwidth train --probe multihop`, or mix probes into a study's corpus
@@ -14,8 +15,8 @@ import sys
 
 from depthwidth.cli import print_json
 from depthwidth.errors import UserError
-from depthwidth.cli.common import (add_shape_args, int_list, one_line_errors, positive_float, positive_int,
-                                   shape_from_args)
+from depthwidth.cli.common import (add_shape_args, int_list, nonneg_int, one_line_errors, positive_float,
+                                   positive_int, shape_from_args)
 from depthwidth.data.probes import PROBE_SPLITS, PROBES
 
 HELP = "show the synthetic probe tasks, or measure a shape's memorisation capacity in bits per parameter"
@@ -29,7 +30,8 @@ def add_parser(subparsers) -> None:
     show = sub.add_parser("show", help="print examples of a probe (prompt | answer)")
     one_line_errors(show)
     show.add_argument("name", help=f"one of {', '.join(PROBES)}")
-    show.add_argument("--difficulty", type=positive_int, default=2, help="k hops, n pairs, n facts, n digits or bits")
+    show.add_argument("--difficulty", type=nonneg_int, default=2,
+                      help="k hops (hops: from 0), n pairs, n facts, n digits or bits")
     show.add_argument("-n", type=positive_int, default=5, help="how many examples (default 5)")
     show.add_argument("--seed", type=int, default=0)
     show.add_argument("--split", choices=PROBE_SPLITS, default="train")

@@ -21,9 +21,13 @@ these tasks learnable with a plain language-model loss in CPU minutes.
   capacity; `capacity_bits` turns accuracy into stored bits (Allen-Zhu & Li 2024 report about 2 bits
   per parameter for trained LMs).
 - `addition` [n digits] and `parity` [n bits], algorithmic sequential computation.
+- `hops` [k hops, from 0], depth-hungry, with a target at every position: hop-k induction (Sanford,
+  Hsu & Telgarsky 2024; definition, layout and sampling in `depthwidth.data.hops`). Its training rows
+  are fresh sequences every step, not the text written into the corpus (that text, N examples per k,
+  only sets the probe's share of training rows); it is scored by token error on fixed held-out rows.
 
 Generators are deterministic functions of (probe, difficulty, seed, split, n); train and test splits
-use disjoint seeds streams. Pure standard library.
+use disjoint seeds streams. Pure standard library (`hops`, which needs numpy, is imported on use).
 """
 
 from __future__ import annotations
@@ -69,8 +73,9 @@ class ProbeSpec:
             raise UserError(f"probe name={self.name!r} is unknown; expected one of {', '.join(PROBES)}")
         for field in ("train_difficulties", "test_difficulties"):
             values = getattr(self, field)
-            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-                raise UserError(f"{field}={values!r} must be a non-empty list of positive integers")
+            low = MIN_DIFFICULTY.get(self.name, 1)
+            if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < low for v in values):
+                raise UserError(f"{field}={values!r} must be a non-empty list of integers >= {low}")
             limit = MAX_DIFFICULTY[self.name]
             if max(values) > limit:
                 raise UserError(f"{field}: {self.name} supports difficulty up to {limit}, got {max(values)}")
@@ -136,10 +141,15 @@ def _parity(rng: random.Random, n: int) -> tuple[str, str]:
     return f"{bits}:", str(bits.count("1") % 2)
 
 
-PROBES = ("multihop", "recall", "facts", "addition", "parity")
+PROBES = ("multihop", "recall", "facts", "addition", "parity", "hops")
 #: a probe's splits: train and test ask about the same facts with other examples (module docstring)
 PROBE_SPLITS = ("train", "test")
-MAX_DIFFICULTY = {"multihop": 20, "recall": len(KEY_ALPHABET), "facts": 100_000, "addition": 30, "parity": 256}
+MAX_DIFFICULTY = {"multihop": 20, "recall": len(KEY_ALPHABET), "facts": 100_000, "addition": 30, "parity": 256,
+                  "hops": 16}  # depthwidth.data.hops.MAX_K (that module needs numpy: imported on use)
+MIN_DIFFICULTY = {"hops": 0}  # k = 0 (copy the letter) is a level of its own; every other probe starts at 1
+#: probes with a target at every position, generated fresh each step (`depthwidth.data.hops`), scored by
+#: token error rather than exact match of one answer
+DENSE_PROBES = ("hops",)
 #: the most difficulty levels a probe spec lists, and the most examples it generates (all levels together)
 MAX_DIFFICULTIES = 64
 MAX_EXAMPLES = 10**7
@@ -150,6 +160,7 @@ KINDS = {
     "facts": "width",
     "addition": "depth",
     "parity": "depth",
+    "hops": "depth",
 }
 
 
@@ -159,8 +170,9 @@ def generate(name: str, *, difficulty: int, n: int, seed: int = 0, split: str = 
         raise UserError(f"probe name={name!r} is unknown; expected one of {', '.join(PROBES)}")
     if split not in PROBE_SPLITS:
         raise UserError(f"split={split!r} must be one of {', '.join(map(repr, PROBE_SPLITS))}")
-    if isinstance(difficulty, bool) or not isinstance(difficulty, int) or not 1 <= difficulty <= MAX_DIFFICULTY[name]:
-        raise UserError(f"difficulty={difficulty!r} for {name} must be an integer in 1..{MAX_DIFFICULTY[name]}")
+    low = MIN_DIFFICULTY.get(name, 1)
+    if isinstance(difficulty, bool) or not isinstance(difficulty, int) or not low <= difficulty <= MAX_DIFFICULTY[name]:
+        raise UserError(f"difficulty={difficulty!r} for {name} must be an integer in {low}..{MAX_DIFFICULTY[name]}")
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_EXAMPLES:
         raise UserError(f"n={shown(n)} must be an integer in 0..{MAX_EXAMPLES:,} ({MAX_EXAMPLES_WHY})")
     if name == "facts":
@@ -173,6 +185,11 @@ def generate(name: str, *, difficulty: int, n: int, seed: int = 0, split: str = 
         else:
             picks = [rng.randrange(len(table)) for _ in range(n)]
         return [ProbeExample(probe=name, difficulty=difficulty, prompt=f"{table[i][0]}:", answer=table[i][1]) for i in picks]
+    if name == "hops":
+        from depthwidth.data import hops
+
+        return [ProbeExample(probe=name, difficulty=difficulty, prompt=prompt, answer=answer)
+                for prompt, answer in hops.examples_text(difficulty, n=n, key=f"{name}/{difficulty}/{seed}/{split}")]
     make = {"multihop": _multihop, "recall": _recall, "addition": _addition, "parity": _parity}[name]
     out = []
     for i in range(n):
@@ -213,6 +230,7 @@ DEFAULTS: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {
     "facts": ((256,), (256,), 6000),
     "addition": ((2, 3), (2, 3, 4), 3000),
     "parity": ((4, 8), (4, 8, 12), 3000),
+    "hops": ((0, 1, 2, 3, 4), (0, 1, 2, 3, 4), 1000),
 }
 PROBE_PREFIX = "probe:"
 
@@ -249,6 +267,21 @@ def parse_probe_spec(spec: str, *, seed: int = 0) -> ProbeSpec:
             raise UserError(f"probe spec {spec!r}: N after '@' must be a positive integer, got {count!r}")
         n_train = int(count)
     return ProbeSpec(name=name, train_difficulties=train_d, test_difficulties=test_d, n_train=n_train, seed=seed)
+
+
+def canonical(spec: ProbeSpec) -> str:
+    """The spec in one normal form, `NAME:TRAIN:TEST@N/n_test/seed`: what a dense probe's generators are keyed by."""
+    join = lambda values: ",".join(map(str, values))  # noqa: E731
+    return (f"{spec.name}:{join(spec.train_difficulties)}:{join(spec.test_difficulties)}@{spec.n_train}"
+            f"/{spec.n_test}/{spec.seed}")
+
+
+def dense_spec(slice_name: str) -> ProbeSpec | None:
+    """The ProbeSpec of a corpus slice named `slice_name` when it is a dense-target probe, else None."""
+    if not slice_name.startswith(PROBE_PREFIX):
+        return None
+    spec = parse_probe_spec(slice_name)
+    return spec if spec.name in DENSE_PROBES else None
 
 
 def probe_text(spec: ProbeSpec) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from depthwidth.artifact.config import TrainConfig
 from depthwidth.artifact.load import load_trained
+from depthwidth.data.probes import dense_spec
 from depthwidth.errors import UserError
 from depthwidth.hf.arch import choose_arch, hf_config
 from depthwidth.hf.fold import fold_multipliers
@@ -174,7 +175,7 @@ def export_run(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, overwr
     state = _without_blocks(folded.state, drop, n_layers=run.shape.n_layers) if drop else folded.state
     config = run.config
     tokenizer = run_tokenizer(config, dataset_hash=run.meta.dataset_hash)
-    probes = tuple(s for s in config.corpus.split("+") if s.startswith("probe:"))
+    probes = tuple(s for s in config.corpus.split("+") if s.startswith("probe:") and dense_spec(s) is None)
     record = {"run": {"folder": str(run.folder.resolve()), "step": run.step, "config": run.meta.config,
                       "dataset_hash": run.meta.dataset_hash}, "parametrization": folded.record}
     if drop:

@@ -23,7 +23,8 @@ import os
 import re
 from pathlib import Path
 
-from depthwidth.data.probes import PROBE_PREFIX, parse_probe_spec, probe_test_set
+from depthwidth.data.probes import DENSE_PROBES, PROBE_PREFIX, parse_probe_spec, probe_test_set
+from depthwidth.errors import UserError
 
 TASK_PREFIX = "depthwidth_"
 
@@ -66,6 +67,10 @@ def write_harness_tasks(specs: list[str], out_dir: str | os.PathLike, *,
     used. A bad spec raises UserError before anything is written."""
     probes = [(task_name(s), parse_probe_spec(s if s.startswith(PROBE_PREFIX) else PROBE_PREFIX + s))
               for s in specs]
+    for _, probe in probes:
+        if probe.name in DENSE_PROBES:
+            raise UserError(f"probe {probe.name!r} has a target at every position; an lm-evaluation-harness task "
+                            "scores one continuation per example, so it cannot be written as one")
     folder = Path(out_dir).resolve()
     final = Path(final_dir).resolve() if final_dir is not None else folder
     folder.mkdir(parents=True, exist_ok=True)

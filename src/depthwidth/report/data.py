@@ -67,7 +67,9 @@ def _run_summary(run, result) -> RunSummary:
     return RunSummary(run_id=run.run_id, kind=run.kind, group=run.group, label=run.shape_label, lr=run.lr,
                       seed=run.seed, status=run.status, error=run.error or data.get("error"),
                       val_loss=result.val_loss if result is not None else None,
-                      diverged_at_step=data.get("diverged_at_step"))
+                      diverged_at_step=data.get("diverged_at_step"),
+                      slice_losses={k: v for k, v in (data.get("val_loss_by_slice") or {}).items() if v is not None},
+                      probe_accuracy=data.get("probe_accuracy") or {})
 
 
 def _protocol(spec, runs, results, summary) -> Protocol:

@@ -34,6 +34,10 @@ class RunSummary(Serializable):
     error: str | None = None
     val_loss: float | None = None
     diverged_at_step: int | None = None
+    #: this run's own validation loss per slice and probe accuracy by difficulty (a ShapeResult holds their
+    #: means over seeds): what the report's seed error bars are drawn from
+    slice_losses: dict[str, float] = field(default_factory=dict)
+    probe_accuracy: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.status not in RUN_STATUSES:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from depthwidth.data.probes import DENSE_PROBES
 from depthwidth.present.units import count, duration, flops, nbytes, number, percent, ratio
 from depthwidth.report.rows import StudyData
 from depthwidth.report.targets import TargetEstimate
@@ -75,7 +76,10 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         Column(key="val_loss_std", title="± (seeds)", fmt=_f(4), note="standard deviation over seeds"),
         Column(key="n_seeds", title="seeds"),
         *[Column(key=f"slice:{s}", title=f"loss {s}", fmt=_f(4)) for s in slices],
-        *[Column(key=f"probe:{p}:{d}", title=f"{p} {d} acc", fmt=lambda v: percent(v, digits=0),
+        *[Column(key=f"probe:{p}:{d}", title=f"{p} k={d} err", fmt=_f(3),
+                 note=f"token error on held-out {p} rows at k={d} (1 - token accuracy), mean over seeds")
+          if p in DENSE_PROBES else
+          Column(key=f"probe:{p}:{d}", title=f"{p} {d} acc", fmt=lambda v: percent(v, digits=0),
                  note=f"exact-match accuracy on held-out {p} examples at difficulty {d}") for p, d in probes],
         Column(key="tokens_per_s", title="train tok/s", fmt=number),
         Column(key="mfu", title="MFU", fmt=percent),
@@ -101,8 +105,16 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
     for r in study.results:
         t = targets.get(r.key)
         rows.append(_row(r, t, slices, comm=comm)
-                    | {f"probe:{p}:{d}": r.probe_accuracy.get(p, {}).get(d) for p, d in probes})
+                    | {f"probe:{p}:{d}": _probe_value(r, p, d) for p, d in probes})
     return Comparison(columns=tuple(columns), rows=tuple(rows), hardware=hardware)
+
+
+def _probe_value(r: ShapeResult, probe: str, difficulty: str) -> float | None:
+    """Exact-match accuracy, or token error for a dense-target probe."""
+    value = r.probe_accuracy.get(probe, {}).get(difficulty)
+    if value is None:
+        return None
+    return 1.0 - value if probe in DENSE_PROBES else value
 
 
 def _row(r: ShapeResult, t: TargetEstimate | None, slices: list[str], *, comm: bool = False) -> dict[str, Any]:

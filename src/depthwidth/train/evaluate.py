@@ -1,4 +1,7 @@
-"""Validation loss on fixed windows: overall, per slice and by position in the context."""
+"""Validation loss on fixed windows: overall, per slice and by position in the context.
+
+A dense-target probe slice (`EvalSlice.rows`, `depthwidth.data.hops`) is scored on its fixed held-out
+rows with their own targets, positions without a target (`IGNORE`) left out of every mean."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from depthwidth.data.batches import EvalSlice, gather_windows
+from depthwidth.data.hops import IGNORE
 
 N_POSITION_BUCKETS = 8
 
@@ -52,6 +56,13 @@ def evaluate(
     windows = 0
     try:
         for s in slices:
+            if s.rows is not None:
+                per_slice[s.name], per_slice_pos[s.name] = _dense_loss(model, s.rows, buckets=buckets,
+                                                                       batch_size=batch_size, device=device,
+                                                                       autocast=autocast)
+                windows += len(s.rows[0])
+                weights[s.name] = s.tokens
+                continue
             pos_sum = torch.zeros(seq_len, dtype=torch.float64, device=device)  # (T,)
             for start in range(0, len(s.positions), batch_size):
                 x, y = gather_windows(tokens, s.positions[start : start + batch_size], seq_len)  # (b, T)
@@ -74,3 +85,25 @@ def evaluate(
     by_position = [sum(per_slice_pos[k][i] * weights[k] for k in per_slice) / total for i in range(len(buckets))]
     return EvalOutcome(loss=loss, by_slice=per_slice, by_position=by_position, windows=windows,
                        tokens=windows * seq_len)
+
+
+def _dense_loss(model, rows: tuple[np.ndarray, np.ndarray], *, buckets, batch_size: int, device,
+                autocast) -> tuple[float, list[float]]:
+    """Mean cross-entropy over the scored positions of fixed (inputs, targets) rows, overall and per bucket."""
+    inputs, targets = rows  # (N, T) each
+    seq_len = inputs.shape[1]
+    pos_sum = torch.zeros(seq_len, dtype=torch.float64, device=device)  # (T,)
+    pos_count = torch.zeros(seq_len, dtype=torch.float64, device=device)  # (T,)
+    for start in range(0, len(inputs), batch_size):
+        x = torch.from_numpy(inputs[start : start + batch_size]).to(device)  # (b, T)
+        y = torch.from_numpy(targets[start : start + batch_size]).to(device)  # (b, T)
+        with autocast if autocast is not None else contextlib.nullcontext():
+            logits, _ = model(x)  # (b, T, V)
+        losses = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none",
+                                 ignore_index=IGNORE)  # (b*T,), 0 where ignored
+        pos_sum += losses.view(x.shape[0], seq_len).double().sum(0)
+        pos_count += (y != IGNORE).double().sum(0)
+    total = float(pos_sum.sum() / pos_count.sum().clamp(min=1))
+    by_bucket = [float(pos_sum[a:b].sum() / pos_count[a:b].sum()) if pos_count[a:b].sum() > 0 else total
+                 for a, b in buckets]
+    return total, by_bucket

@@ -27,7 +27,6 @@ import torch
 
 from depthwidth.data.batches import BatchStream
 from depthwidth.data.dataset import Dataset, load_dataset
-from depthwidth.data.probes import parse_probe_spec, probe_test_set
 from depthwidth.machine import cache_dir as machine_cache_dir, peak_flops
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
@@ -45,7 +44,7 @@ from depthwidth.train.horizons import branches, check_horizons, save_branches, w
 from depthwidth.train.init_from import check_resumed_init, read_init
 from depthwidth.train.comm_meter import comm_fields
 from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
-from depthwidth.train.probe_eval import probe_accuracy
+from depthwidth.train.probe_eval import probe_scores
 from depthwidth.train.optim import make_optimizer
 from depthwidth.artifact.result import TrainProgress, TrainResult
 from depthwidth.train.run_dir import check_resumable, prepare_run_dir, stored_result
@@ -269,16 +268,15 @@ class _Run:
         return self._finish("completed", outcome=outcome, probes=probes)
 
     def _probes(self) -> dict[str, dict[str, float]]:
-        """Exact-match accuracy on the held-out test examples of every probe slice, by difficulty."""
-        specs = [s.name for s in self.dataset.slices if s.kind == "probe"]
-        if not specs:
+        """Accuracy on the held-out test examples of every probe slice, by difficulty (train/probe_eval.py)."""
+        if not any(s.kind == "probe" for s in self.dataset.slices):
             return {}
         t0 = time.perf_counter()
-        examples = [ex for spec in specs for ex in probe_test_set(parse_probe_spec(spec))]
-        acc = probe_accuracy(self.model, tokenizer=self.dataset.tokenizer, examples=examples, device=self.device,
-                             batch_size=self.config.micro_batch_size, autocast=self.autocast)
+        out = probe_scores(self.model, slices=self.dataset.slices, dense=self.stream.dense,
+                           tokenizer=self.dataset.tokenizer, seq_len=self.config.seq_len, device=self.device,
+                           batch_size=self.config.micro_batch_size, autocast=self.autocast)
         self.eval_seconds += time.perf_counter() - t0
-        return {probe: {str(d): a for d, a in by.items()} for probe, by in acc.items()}
+        return out
 
     def _flush(self, pending, t_group: tuple[float, float], tokens_per_step: int) -> int | None:
         if len(pending) == 1:

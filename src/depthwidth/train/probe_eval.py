@@ -1,9 +1,14 @@
-"""Exact-match accuracy of a trained model on probe test examples (teacher-forced).
+"""Accuracy of a trained model on the held-out examples of every probe slice, by difficulty (teacher-forced).
 
-Each example is fed as `"\\n" + prompt + answer` (the newline is the boundary every training example
+Exact match (`probe_accuracy`), for the probes with one answer per example: 
+each example is fed as `"\\n" + prompt + answer` (the newline is the boundary every training example
 follows); it counts as correct when the model's argmax at every answer position is the answer's
 token. Prompt and answer are tokenized separately and concatenated, so the answer's tokens are known
 exactly (identical to joint tokenization for the byte and char tokenizers).
+
+Token accuracy (`dense_accuracy`), for the dense-target probes (`depthwidth.data.hops`): the share of
+scored positions of the fixed test rows at each k whose argmax is the target; token error is one minus
+it. `probe_scores` gives both kinds in one dict, {probe: {difficulty: accuracy}}, as a run records them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import numpy as np
 import torch
 
 from depthwidth.errors import UserError
-from depthwidth.data.probes import ProbeExample
+from depthwidth.data.batches import DenseProbe
+from depthwidth.data.hops import IGNORE
+from depthwidth.data.probes import ProbeExample, dense_spec, parse_probe_spec, probe_test_set
 
 
 @torch.no_grad()
@@ -66,3 +73,54 @@ def probe_accuracy(
     for (probe, difficulty), n in sorted(total.items()):
         out[probe][difficulty] = correct[(probe, difficulty)] / n
     return dict(out)
+
+
+@torch.no_grad()
+def dense_accuracy(
+    model: torch.nn.Module,
+    probe: DenseProbe,
+    *,
+    seq_len: int,
+    device: torch.device | str = "cpu",
+    batch_size: int = 64,
+    autocast: contextlib.AbstractContextManager | None = None,
+) -> dict[int, float]:
+    """{k: token accuracy} on the probe's fixed test rows (`probe.n_test` rows of `seq_len` tokens per k)."""
+    was_training = model.training
+    model.eval()
+    out = {}
+    try:
+        for k in probe.test_ks:
+            inputs, targets = probe.held_out(k=k, split="test", rows=probe.n_test, seq_len=seq_len)  # (N, T) each
+            right = scored = 0
+            for start in range(0, len(inputs), batch_size):
+                x = torch.from_numpy(inputs[start : start + batch_size]).to(device)  # (b, T)
+                y = torch.from_numpy(targets[start : start + batch_size])  # (b, T)
+                with autocast if autocast is not None else contextlib.nullcontext():
+                    logits, _ = model(x)  # (b, T, V)
+                pred = logits.argmax(dim=-1).cpu()  # (b, T): the answer about each position's own letter
+                mask = y != IGNORE
+                right += int((pred.eq(y) & mask).sum())
+                scored += int(mask.sum())
+            out[k] = right / scored
+    finally:
+        model.train(was_training)
+    return out
+
+
+def probe_scores(model: torch.nn.Module, *, slices, dense: tuple[DenseProbe, ...], tokenizer, seq_len: int,
+                 device: torch.device | str = "cpu", batch_size: int = 64,
+                 autocast: contextlib.AbstractContextManager | None = None) -> dict[str, dict[str, float]]:
+    """{probe: {difficulty: accuracy}} for every probe slice among `slices` (the dataset's `SliceInfo`s):
+    exact match, or token accuracy for the dense probes (module docstring)."""
+    names = [s.name for s in slices if s.kind == "probe"]
+    exact = [ex for name in names if dense_spec(name) is None for ex in probe_test_set(parse_probe_spec(name))]
+    out: dict[str, dict[str, float]] = {}
+    if exact:
+        acc = probe_accuracy(model, tokenizer=tokenizer, examples=exact, device=device, batch_size=batch_size,
+                             autocast=autocast)
+        out.update({probe: {str(d): a for d, a in by.items()} for probe, by in acc.items()})
+    for d in dense:
+        acc = dense_accuracy(model, d, seq_len=seq_len, device=device, batch_size=batch_size, autocast=autocast)
+        out[parse_probe_spec(d.name).name] = {str(k): a for k, a in acc.items()}
+    return out

@@ -29,7 +29,6 @@ import warnings
 
 import torch
 
-from depthwidth.data.batches import gather_windows
 
 #: steps at the start of each process's share of a run that tokens/s leaves out (by count, every device)
 WARMUP_STEPS = 2
@@ -122,7 +121,7 @@ class BatchFeeder:
 
     def _prepare(self, step: int):
         positions = self.stream.positions(step)
-        x, y = gather_windows(self.stream.tokens, positions, self.stream.seq_len)  # (B, T) each
+        x, y = self.stream.rows(step, positions)  # (B, T) each
         x, y = torch.from_numpy(x), torch.from_numpy(y)
         if self.cuda:
             x = x.pin_memory().to(self.device, non_blocking=True)
