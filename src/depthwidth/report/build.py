@@ -90,9 +90,7 @@ def build_report(
     rec = recommend(study.results, constraints, seq_len=p.seq_len or None, batch_size=p.batch_size or 1, noise=noise)
     trends = fit_trends(trend_points(study), n_bootstrap=n_bootstrap, seed=seed)
     table = comparison(study, targets=targets, hardware=hardware_label(hw))
-    # a quick report (a few resamples, as the tests ask for) also gets a quick held-out score: 3 splits, not 10
-    splits = 10 if n_bootstrap >= 50 else 3
-    law = shape_law(study, limits=_law_limits(hw), n_bootstrap=n_bootstrap, seed=seed, n_splits=splits) \
+    law = shape_law(study, limits=_law_limits(hw), n_bootstrap=n_bootstrap, seed=seed, n_splits=10) \
         if study.results else None
     budgets = budget_ranking(study.results, seconds_of=_seconds_of(study, hw))
     return Report(study=study, hardware=hw, targets=targets, table=table, trends=trends, noise=noise,
