@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from depthwidth.study.horizons import split_horizon
 
@@ -64,17 +64,12 @@ class Ladder:
     verdicts: tuple[str, ...]  # one per budget, smallest first
     crossovers: tuple[Crossover, ...]
     equal_time: tuple[dict, ...] = ()  # {"seconds", "ranking": [(label, loss)], "outside": [labels]}
-    hardware: str = ""
-
-    def budgets(self) -> list[int]:
-        return sorted({p.tokens for p in self.points if p.shape_label == self.points[0].shape_label})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BudgetRanking:
     ladders: tuple[Ladder, ...]
     warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict:
         return asdict(self)
