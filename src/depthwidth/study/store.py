@@ -53,6 +53,7 @@ from depthwidth.study.records import (
     result_record,
     run_record,
 )
+from depthwidth.study.store_file import TABLES, build_store, connect
 from depthwidth.study.store_errors import (
     SQLITE_CORRUPT,
     SQLITE_NOTADB,
@@ -64,53 +65,6 @@ from depthwidth.study.store_errors import (
 )
 
 STORE_FILE = "study.sqlite"
-TABLES = ("meta", "runs", "curves", "results", "attempts")
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('train', 'bench')),
-    grp TEXT NOT NULL,
-    shape_label TEXT NOT NULL,
-    lr REAL,
-    seed INTEGER,
-    lr_trials INTEGER,
-    config TEXT NOT NULL,
-    in_spec INTEGER NOT NULL DEFAULT 1,
-    status TEXT NOT NULL CHECK (status IN ({", ".join(repr(s) for s in STATUSES)})),
-    attempts INTEGER NOT NULL DEFAULT 0,
-    error TEXT,
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    wall_seconds REAL,
-    train_seconds REAL,
-    eval_seconds REAL,
-    worker TEXT
-);
-CREATE TABLE IF NOT EXISTS curves (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    idx INTEGER NOT NULL,
-    {", ".join(f"{k} {'INTEGER' if k in ('step', 'tokens') else 'REAL'}" for k in CURVE_KEYS)},
-    extra TEXT,
-    PRIMARY KEY (run_id, idx)
-);
-CREATE TABLE IF NOT EXISTS results (
-    run_id TEXT PRIMARY KEY REFERENCES runs(run_id),
-    val_loss REAL, tokens_per_s REAL, mfu REAL, peak_memory_bytes INTEGER, params INTEGER, tokens INTEGER,
-    batch_stream_hash TEXT, corpus_hash TEXT,
-    result TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS attempts (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    attempt INTEGER NOT NULL,
-    at REAL NOT NULL,
-    message TEXT NOT NULL
-);
-"""
-
-
 class Store:
     """A study's SQLite store. Use `Store.open(dir)` to read, `Store.create(dir, ...)` to start one."""
 
@@ -130,7 +84,7 @@ class Store:
             raise FileNotFoundError(f"{study_dir} holds no study ({STORE_FILE} not found)")
         if path.stat().st_size == 0:
             raise damaged(path, "it is empty (0 bytes)")
-        store = cls(path, _connect(path))
+        store = cls(path, connect(path))
         try:
             store._check_intact()
         except BaseException:
@@ -156,7 +110,7 @@ class Store:
         values = {"spec": json.dumps(spec, sort_keys=True), "spec_text": spec_text, "spec_source": source,
                   "updated_at": repr(time.time())}
         if not path.is_file():
-            _build(path, values | {"schema_version": str(SCHEMA_VERSION), "name": name,
+            build_store(path, values | {"schema_version": str(SCHEMA_VERSION), "name": name,
                                    "created_at": repr(time.time())})
             return cls.open(folder)
         store = cls.open(folder)
@@ -360,48 +314,6 @@ class Store:
             if problem is None:
                 raise
             raise problem from None
-
-
-def _build(path: Path, meta: dict[str, str]) -> None:
-    """A new store at `path`: its tables and `meta`, in one transaction into a temporary file beside it
-    that is renamed into place once complete, so a full disk (or a kill) leaves no half-made store."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("BEGIN IMMEDIATE")
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                conn.execute(statement)
-            conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", meta.items())
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
-        os.replace(tmp, path)
-    except sqlite3.Error as exc:
-        problem = access_error(path, exc, doing="create")
-        if problem is None:
-            raise
-        raise problem from None
-    finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
-            leftover.unlink(missing_ok=True)
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = None
-    try:
-        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("PRAGMA foreign_keys = ON")
-    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may carry the file's bytes
-        if conn is not None:
-            conn.close()
-        raise access_error(path, exc, doing="open") or damaged(
-            path, f"it is not a readable SQLite database ({type(exc).__name__}: {exc})") from None
-    return conn
 
 
 def _jsonable(value: Any) -> Any:
