@@ -24,7 +24,7 @@ SAMPLE = dict(
     corpus="python-docs", tokenizer="char", val_fraction=0.2, test_fraction=0.05, seq_len=64, batch_size=8,
     micro_batch=4, cache_dir="/tmp/depthwidth-cache-x", init_from="/tmp/depthwidth-hf-model-x", steps=None, tokens=8 * 64 * 20, lr=2e-3, min_lr=3e-4,
     warmup=3, schedule="wsd", decay_fraction=0.3, decay_shape="linear", horizons=(0.5, 1.0), beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.05, decay_embeddings=True,
-    grad_clip=0.5, dropout=0.1, dtype="bf16", device="cpu", threads=1, attn_impl="eager", seed=7, eval_every=5,
+    grad_clip=0.5, adamw="foreach", dropout=0.1, dtype="bf16", device="cpu", threads=1, attn_impl="eager", seed=7, eval_every=5,
     eval_windows=3, checkpoint_every=10, diverge_factor=3.0, peak_flops=1e12,
     parametrization="completep", base_width=64, base_depth=2, deterministic=True, compile=True,
     allow_slow_dtype=True, nproc=2, parallel="fsdp", tp=2, reshard=False, cuda_dtype="fp32",

@@ -18,9 +18,12 @@ pytest.importorskip("safetensors")
 
 
 def test_unset_init_from_keeps_every_earlier_hash():
-    # both values were computed with the code before init_from existed
-    assert TrainConfig(steps=5).config_hash() == "9c9519c8299423a2e258d8f0e26c0ae633f5bf44cf21791baba1891800033b6c"
-    config = TrainConfig(corpus="python-docs", tokens=4096, lr=2e-3, seed=3)
+    # both values were computed with the code before init_from existed, whose runs stepped the foreach AdamW
+    # (`adamw`, added later with a new default, is left out of the identity at "foreach")
+    assert (TrainConfig(steps=5, adamw="foreach").config_hash()
+            == "9c9519c8299423a2e258d8f0e26c0ae633f5bf44cf21791baba1891800033b6c")
+    assert TrainConfig(steps=5).config_hash() != "9c9519c8299423a2e258d8f0e26c0ae633f5bf44cf21791baba1891800033b6c"
+    config = TrainConfig(corpus="python-docs", tokens=4096, lr=2e-3, seed=3, adamw="foreach")
     stored = train_run_config(shape={"n_layers": 2}, corpus_hash="c0ffee", config=config)
     assert "init_from" not in stored["train"] and "init_hash" not in stored
     assert config_hash(stored) == "38b9aca294695f88533dbcb70f269b4fc37ddfd71072c00ce317c4159069130b"

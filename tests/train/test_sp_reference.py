@@ -73,6 +73,8 @@ def assert_same(got: list[str], recorded: list[str], *, exact: bool, what: str) 
 
 
 def config_for(corpus: str, cache: str, **extra) -> TrainConfig:
+    """The recorded runs stepped the foreach AdamW (the only one on CPU then): `adamw = "foreach"` is that run."""
+    extra = {"adamw": "foreach", **extra}
     return TrainConfig(corpus=corpus, seq_len=32, batch_size=4, steps=10, threads=1, eval_windows=8, cache_dir=cache,
                        peak_flops=1e11, dtype="fp32", device="cpu", warmup=2, lr=3e-3, **extra)
 
@@ -132,6 +134,21 @@ def test_sp_ignores_base_sizes(tmp_path, explicit):
     for expected in entries:
         assert_same([c["loss"].hex() for c in r.curve], expected["default-L2-H32"]["loss"], exact=exact,
                     what=f"loss on {cpu_signature()}")
+
+
+def test_the_fused_adamw_is_the_recorded_update_in_another_float_order(tmp_path):
+    """`adamw = "fused"` (the default) steps the same AdamW as the recorded foreach runs, in one kernel: its
+    losses, gradient norms and final loss agree with the foreach run's to float rounding, not bit for bit."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(make_text())
+    shape, _ = CASES["default-L2-H32"]
+    runs = {k: train(shape, config_for(str(corpus), str(tmp_path / "cache"), adamw=k)) for k in ("foreach", "fused")}
+    a, b = runs["foreach"], runs["fused"]
+    assert config_for("c", "d").config_hash() != config_for("c", "d", adamw="fused").config_hash()
+    for key in ("loss", "grad_norm"):
+        for x, y in zip(a.curve, b.curve, strict=True):
+            assert math.isclose(x[key], y[key], rel_tol=2e-5), (key, x[key], y[key])
+    assert math.isclose(a.val_loss, b.val_loss, rel_tol=2e-5)
 
 
 if __name__ == "__main__":  # record the reference (only with the pre-parametrization code)

@@ -68,24 +68,27 @@ def test_a_resumed_process_warms_up_again(tiny_shape, tiny_config, tmp_path, mon
 
 def test_checkpoints_load_onto_the_cpu_and_optimizer_state_follows_the_parameters(tiny_shape, tiny_config,
                                                                                    tmp_path, monkeypatch):
-    train(tiny_shape, tiny_config.with_(steps=3), out_dir=tmp_path / "run")
-    seen = []
     real_load = torch.load
-    monkeypatch.setattr(torch, "load", lambda *a, **k: seen.append(k.get("map_location")) or real_load(*a, **k))
-    payload = ckpt.load_checkpoint(tmp_path / "run" / CHECKPOINT, device=torch.device("cuda", 3))
-    assert seen == ["cpu"]  # whatever device the run is on
-    tensors = [*payload["model"].values(), *payload["rng"].values()]
-    tensors += [v for s in payload["optimizer"]["state"].values() for v in s.values() if torch.is_tensor(v)]
-    assert tensors and all(t.device.type == "cpu" for t in tensors)
-    # a model on another device (meta stands in for a GPU): the moments move to it, the step counters stay
-    with torch.device("meta"):
-        model = Transformer(tiny_shape)
-    opt = make_optimizer(model, tiny_config)
-    opt.load_state_dict(payload["optimizer"])
-    states = list(opt.state.values())
-    assert len(states) == len(list(model.parameters()))
-    assert all(s["exp_avg"].device.type == "meta" and s["exp_avg_sq"].device.type == "meta" for s in states)
-    assert all(s["step"].device.type == "cpu" and float(s["step"]) == 3.0 for s in states)
+    for kernel, step_device in (("foreach", "cpu"), ("fused", "meta")):
+        train(tiny_shape, tiny_config.with_(steps=3, adamw=kernel), out_dir=tmp_path / kernel)
+        seen = []
+        monkeypatch.setattr(torch, "load", lambda *a, **k: seen.append(k.get("map_location")) or real_load(*a, **k))
+        payload = ckpt.load_checkpoint(tmp_path / kernel / CHECKPOINT, device=torch.device("cuda", 3))
+        assert seen == ["cpu"]  # whatever device the run is on
+        tensors = [*payload["model"].values(), *payload["rng"].values()]
+        tensors += [v for s in payload["optimizer"]["state"].values() for v in s.values() if torch.is_tensor(v)]
+        assert tensors and all(t.device.type == "cpu" for t in tensors)
+        # a model on another device (meta stands in for a GPU): the moments move to it; the step counters stay
+        # on the CPU for the foreach AdamW and follow the parameters for the fused one (its kernel reads them)
+        with torch.device("meta"):
+            model = Transformer(tiny_shape)
+        opt = make_optimizer(model, tiny_config.with_(adamw=kernel))
+        opt.load_state_dict(payload["optimizer"])
+        states = list(opt.state.values())
+        assert len(states) == len(list(model.parameters()))
+        assert all(s["exp_avg"].device.type == "meta" and s["exp_avg_sq"].device.type == "meta" for s in states)
+        assert all(s["step"].device.type == step_device for s in states), kernel
+        assert all(float(s["step"]) == 3.0 for s in payload["optimizer"]["state"].values())
 
 
 def _fake_gpu(monkeypatch, *, bf16: bool, name: str = "NVIDIA H200"):

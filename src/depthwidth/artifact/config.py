@@ -23,6 +23,10 @@ from depthwidth.shapes.shape import LIMITS as SHAPE_LIMITS
 SCHEDULES = ("cosine", "linear", "constant", "wsd")
 #: how a WSD run's learning rate falls in its cooldown (`lr_at`); "1-sqrt" is Hägele et al. 2024's best
 DECAY_SHAPES = ("1-sqrt", "linear", "cosine")
+#: which implementation of torch's AdamW a run steps with (the same update, different float order): "fused",
+#: one kernel per parameter group (torch's `fused=True`, on CPU and CUDA), or "foreach", the multi-tensor
+#: path every run used on CPU before this field existed (`ADDED_FIELDS`)
+ADAMW_KERNELS = ("fused", "foreach")
 #: what a run trains in (`dtype`, and `cuda_dtype` on CUDA): fp32, or bf16 autocast. Not fp16: it needs
 #: loss scaling, which this trainer does not do (fp16 is a serving-benchmark variant, CUDA only).
 DTYPES = ("fp32", "bf16")
@@ -105,6 +109,8 @@ class TrainConfig:
                                      group="optimizer")
     grad_clip: float = setting(1.0, "max gradient norm, 0 = no clipping (the norm is still recorded)",
                                group="optimizer")
+    adamw: str = setting("fused", "AdamW implementation: fused (one kernel per group) or foreach (the multi-tensor "
+                         "path); the same update in a different float order", group="optimizer", choices=ADAMW_KERNELS)
     dropout: float = setting(0.0, "dropout probability", group="optimizer")
     # parametrization: how init, learning rates and multipliers scale with width and depth
     parametrization: str = setting("sp", "sp (standard), mup (width), completep (width and depth, alpha=1) or "
@@ -185,6 +191,7 @@ class TrainConfig:
             raise UserError(f"warmup={self.warmup} must be fewer than the {self.total_steps} training steps")
         self._check_schedule()
         for name, allowed in (("schedule", SCHEDULES), ("dtype", DTYPES), ("attn_impl", ATTN_IMPLS),
+                              ("adamw", ADAMW_KERNELS),
                               ("parametrization", PARAMETRIZATIONS), ("parallel", PARALLEL)):
             if getattr(self, name) not in allowed:
                 raise UserError(f"{name}={getattr(self, name)!r} is not allowed; expected one of {', '.join(allowed)}")
@@ -301,6 +308,16 @@ class TrainConfig:
 OMITTED_AT_DEFAULT = ("init_from", "parametrization", "base_width", "base_depth", "compile", "deterministic",
                       "nproc", "parallel", "tp", "reshard", "cuda_dtype", "decay_fraction", "decay_shape", "horizons")
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
+#: Fields added after runs were stored whose default is not what those runs did: left out of a run's
+#: identity while at the value given here (what every run before did), so an earlier run keeps its hash and a
+#: run at the new default gets a new one; `with_added_fields` fills them in when a stored config is read back.
+ADDED_FIELDS = {"adamw": "foreach"}
+
+
+def with_added_fields(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored train-config dict with the `ADDED_FIELDS` it predates set to what it did then."""
+    missing = {k: v for k, v in ADDED_FIELDS.items() if k not in stored}
+    return {**stored, **missing} if missing else stored
 
 
 def stored_value(train: dict[str, Any], name: str) -> Any:
@@ -308,12 +325,16 @@ def stored_value(train: dict[str, Any], name: str) -> Any:
     dict's own value, or the field's default where the dict leaves it out (`OMITTED_AT_DEFAULT` fields are
     not stored while at their default) or holds None for a field whose default is not None."""
     value = train.get(name)
+    if value is None and name in ADDED_FIELDS:
+        return ADDED_FIELDS[name]
     return _DEFAULTS[name] if value is None else value
 
 
 def identity_dict(config: TrainConfig) -> dict[str, Any]:
-    """`config.to_dict()` without the `OMITTED_AT_DEFAULT` fields that are at their default."""
-    return {k: v for k, v in config.to_dict().items() if not (k in OMITTED_AT_DEFAULT and v == _DEFAULTS[k])}
+    """`config.to_dict()` without the `OMITTED_AT_DEFAULT` fields that are at their default, nor the
+    `ADDED_FIELDS` at the value every earlier run had."""
+    return {k: v for k, v in config.to_dict().items()
+            if not (k in OMITTED_AT_DEFAULT and v == _DEFAULTS[k]) and not (k in ADDED_FIELDS and v == ADDED_FIELDS[k])}
 
 
 #: Fields that may differ between a run and its resumption. `allow_slow_dtype` only permits a slow run.

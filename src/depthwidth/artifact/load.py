@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from depthwidth.artifact.checkpoint import ZIP_MAGIC, check_state, load_checkpoint
-from depthwidth.artifact.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig, with_added_fields
 from depthwidth.artifact.folder import checkpoint_file, is_finished, run_folder
 from depthwidth.artifact.model import build_model
 from depthwidth.artifact.records import CheckpointMeta
@@ -62,7 +62,7 @@ def recorded_config(meta: CheckpointMeta, *, source: str) -> TrainConfig | None:
     if meta.config is None:
         return None
     try:
-        return TrainConfig.from_dict(meta.config)
+        return TrainConfig.from_dict(with_added_fields(meta.config))
     except (UserError, TypeError, ValueError) as exc:
         raise UserError(f"{source}: its recorded config is not a valid train config: {exc}") from None
 

@@ -39,7 +39,7 @@ from depthwidth.study.run_config import config_hash, train_run_config
 from depthwidth.study.runner import SPEC_FILE, StudyLock, prepare
 from depthwidth.study.store import STORE_FILE, Store, StoreAccessError
 from depthwidth.artifact.folder import RESULT, RUN, read_json
-from depthwidth.artifact.config import TrainConfig
+from depthwidth.artifact.config import TrainConfig, with_added_fields
 
 DAMAGED_SUFFIX = ".damaged"
 
@@ -249,7 +249,7 @@ def _outcome(run, sub: Path) -> tuple[str, dict, list[dict]]:
             raise UserError(f"its {RUN} is not the config of run {run.run_id[:16]}")
         return "completed", data, []
     try:
-        config = TrainConfig.from_dict(data["config"])
+        config = TrainConfig.from_dict(with_added_fields(data["config"]))
         rebuilt = train_run_config(shape=data["shape"], corpus_hash=data["corpus_hash"], config=config,
                                    init_hash=run.config.get("init_hash"))  # a run from an init_from folder
     except (KeyError, TypeError, ValueError) as exc:

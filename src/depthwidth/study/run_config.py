@@ -18,7 +18,9 @@ Older formats of a training run are converted on read by `upgrade_run_config`, o
 `TRAIN_FORMAT_STEPS` at a time (listed with every other migration of stored data in
 `depthwidth.study.migrations`). Format 1 (studies written before: `data`, `train` with `min_lr_ratio`,
 `lr` and `seed` apart) becomes exactly the config the current expansion makes for the same spec, so an
-old study's finished runs keep their results under their new ids.
+old study's finished runs keep their results under their new ids. A field added later whose new default is
+not what earlier runs did (`artifact.config.ADDED_FIELDS`: `adamw`, foreach before) is left out of a config
+while at that earlier value, so an earlier run keeps its id and is read back as what it did.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from depthwidth.artifact.config import EXECUTION_FIELDS, TrainConfig, identity_dict
+from depthwidth.artifact.config import EXECUTION_FIELDS, TrainConfig, identity_dict, with_added_fields
 
 BENCH_FORMAT = 1
 #: TrainConfig fields that describe the data and batch geometry (the fairness check's "data").
@@ -69,7 +71,7 @@ def train_config_of(run_config: dict, **execution: Any) -> TrainConfig:
     unknown = sorted(set(execution) - set(EXECUTION_FIELDS))
     if unknown:
         raise TypeError(f"not execution fields: {', '.join(unknown)}; expected some of {', '.join(EXECUTION_FIELDS)}")
-    return TrainConfig.from_dict({**run_config["train"], **execution})
+    return TrainConfig.from_dict({**with_added_fields(run_config["train"]), **execution})
 
 
 def run_data(run_config: dict) -> dict:

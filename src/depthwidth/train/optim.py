@@ -31,8 +31,9 @@ def param_role(name: str, p: torch.nn.Parameter) -> str:
 
 def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
     """Matrices decay; norms, biases (1-D) and embeddings (unless decay_embeddings) do not. Tensors sharing
-    (decay, LR factor, decay factor, eps factor) share a group; decayed groups come first, each group's
-    tensors in module order. The factors are the model's `scaling` (all 1 under SP)."""
+    (decay, LR factor, decay factor, eps factor, DTensor or not) share a group; decayed groups come first, each
+    group's tensors in module order (a tensor-parallel model mixes DTensor and plain parameters, and one fused
+    AdamW call takes one kind). The factors are the model's `scaling` (all 1 under SP)."""
     scaling: Multipliers | None = getattr(model, "scaling", None)
     keyed: dict[tuple, dict] = {}
     for name, p in model.named_parameters():
@@ -41,7 +42,8 @@ def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
         lr_scale = scaling.lr[role] if scaling is not None else 1.0
         wd = config.weight_decay * (scaling.weight_decay[role] if scaling is not None else 1.0) if decays else 0.0
         eps = config.eps * (scaling.eps if scaling is not None else 1.0)
-        key = (not decays, lr_scale, wd, eps)
+        # a tensor-parallel model mixes DTensor and plain parameters; one fused AdamW call takes one kind
+        key = (not decays, lr_scale, wd, eps, hasattr(p, "device_mesh"))
         group = keyed.setdefault(key, {"params": [], "weight_decay": wd, "lr_scale": lr_scale, "eps": eps,
                                        "lr": config.lr * lr_scale, "roles": []})
         group["params"].append(p)
@@ -51,7 +53,7 @@ def param_groups(model: torch.nn.Module, config: TrainConfig) -> list[dict]:
 
 
 def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    # which AdamW implementation runs is decided here only: fused on CUDA (one kernel), foreach on CPU
-    kernel = {"fused": True} if all(p.is_cuda for p in model.parameters()) else {"foreach": True}
+    """AdamW over `param_groups`, in the implementation `config.adamw` names (part of the run's identity)."""
+    kernel = {"fused": True} if config.adamw == "fused" else {"foreach": True}
     return torch.optim.AdamW(param_groups(model, config), lr=config.lr, betas=(config.beta1, config.beta2),
                              eps=config.eps, **kernel)

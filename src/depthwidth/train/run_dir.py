@@ -19,7 +19,7 @@ from depthwidth.shapes.shape import Shape
 from depthwidth.artifact import checkpoint as ckpt
 from depthwidth.artifact.folder import CHECKPOINT, CHECKPOINT_PREV, ERROR, RESULT, RUN, read_json
 from depthwidth.files import write_json
-from depthwidth.artifact.config import NON_NUMERIC_FIELDS, TrainConfig
+from depthwidth.artifact.config import NON_NUMERIC_FIELDS, TrainConfig, with_added_fields
 from depthwidth.train.dist_checkpoint import RESHARDABLE
 from depthwidth.artifact.result import TrainResult
 
@@ -32,7 +32,7 @@ def _differences(stored: dict[str, Any], given: dict[str, Any], *, ignore=()) ->
 def _check_same(run_dir: Path, *, what: str, shape: Shape, config: TrainConfig, stored_shape: dict,
                 stored_config: dict) -> None:
     diffs = _differences(stored_shape, shape.to_dict()) + _differences(
-        stored_config, config.to_dict(), ignore=(*NON_NUMERIC_FIELDS, *RESHARDABLE)
+        with_added_fields(stored_config), config.to_dict(), ignore=(*NON_NUMERIC_FIELDS, *RESHARDABLE)
     )
     if diffs:
         raise UserError(f"{run_dir} holds {what} of a different run ({'; '.join(diffs[:4])}); "
