@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from depthwidth.cli import main
 
 
@@ -55,6 +57,7 @@ def test_bad_input_is_one_line_exit_2(fixture_study, tmp_path, capsys):
     assert main(["report", str(folder), "-o", str(tmp_path / "file"), "--bootstrap", "2"]) == 2
 
 
+@pytest.mark.slow  # three full reports: ~17 s on 2 cores
 def test_a_report_onto_a_full_disk_is_one_line_and_leaves_nothing(fixture_study, tmp_path, monkeypatch, cli_error):
     """The disk fills while results.csv is written (after the page and some plots): one line naming the
     folder; a new folder is gone, an earlier report is left as it was."""

@@ -127,6 +127,7 @@ def test_a_horizon_keeps_the_learning_rate_chosen_at_the_full_horizon(hz_referen
         assert choice.best_loss == at_lr[full.best_lr]  # even where another lr is lower at this horizon
 
 
+@pytest.mark.slow  # two studies and a kill: ~15 s on 2 cores
 def test_resume_after_a_kill_stores_the_same_numbers_branches_included(hz_spec, hz_reference, tmp_path, numbers):
     folder = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "depthwidth", "study", "run", str(hz_spec), "--dir", str(folder),

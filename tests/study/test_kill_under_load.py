@@ -120,6 +120,7 @@ def trial(spec, reference, runs, loads, folder, numbers, rng: random.Random) -> 
     return where
 
 
+@pytest.mark.slow  # studies under load: ~25 s on 2 cores
 def test_killed_under_one_load_restarted_under_another(small, numbers, tmp_path):
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}:", trial(*small, tmp_path / "t0", numbers, random.Random(seed)))

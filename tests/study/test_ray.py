@@ -32,6 +32,7 @@ class KillFirstAttempt:
         return execute(job, progress=progress)
 
 
+@pytest.mark.slow  # ray's start-up: ~40 s on 2 cores
 def test_ray_executor_matches_local(reference, numbers, tmp_path):
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     with Store.open(reference.dir) as store:
