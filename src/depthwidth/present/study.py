@@ -195,9 +195,9 @@ def print_validation(console, expansion) -> None:
                              f"{len(spec.seeds)} seed(s) per shape)")
     console.print(f"{spec.source}: study {spec.name!r} is valid: {runs} and {len(expansion.bench_runs)} benchmarks",
                   markup=False)
-    line = horizons_line(expansion)
-    if line:
-        console.print(line, markup=False)
+    for line in (horizons_line(expansion), verify_line(expansion)):
+        if line:
+            console.print(line, markup=False)
     for group in expansion.groups:
         if group.shares:
             share = next(iter(group.shares.values()))
@@ -231,6 +231,30 @@ def horizons_line(expansion) -> str | None:
             f"{sum(config.horizons[:-1]):.0%}")
 
 
+def verify_line(expansion) -> str | None:
+    """Which shapes `[lr] verify` checks and what it costs (`depthwidth.study.verify`)."""
+    from depthwidth.study.lr_search import default_step
+    from depthwidth.study.verify import factors, targets
+
+    lr = expansion.spec.lr
+    if not lr.verify:
+        return None
+    chosen = targets(expansion.groups, expansion.modes)
+    if not chosen:
+        return "  verify: no group transfers its learning rate, so there is nothing to verify"
+    parts = []
+    for label, shapes in chosen.items():
+        mode = expansion.modes[label]
+        home = next(g for g in expansion.groups if g.label == (mode.proxy_group or label))
+        proxy = next(s for s in home.shapes if s.label() == mode.proxy)
+        step = lr.step or default_step(lr.values(proxy.d_model))
+        mults = ", ".join(f"x{f:.3g}" for f in factors(lr.verify, step))
+        runs = len(shapes) * lr.verify * len(mode.final_seeds)
+        parts.append(f"group {label!r}: {', '.join(s.label() for s in shapes)} at the transferred LR {mults} "
+                     f"({runs} runs, {len(mode.final_seeds)} seed(s), full horizon only)")
+    return "  verify: " + "; ".join(parts) + " - not results, shown next to the LR they check"
+
+
 def repair_lines(report) -> list[str]:
     """What `study repair` found and did (a `RepairReport`), one line per fact."""
     lines = [f"{report.study_dir}: store {report.store}"
@@ -247,5 +271,5 @@ def repair_lines(report) -> list[str]:
 
 
 __all__ = ["COMM_COLUMNS", "SHAPE_COLUMNS", "STATE_ORDER", "counts_line", "curve_table", "fairness_line", "print_run",
-           "print_summary", "print_validation", "horizons_line", "repair_lines", "run_report_line", "runs_table", "shapes_table",
+           "print_summary", "print_validation", "horizons_line", "verify_line", "repair_lines", "run_report_line", "runs_table", "shapes_table",
            "states_table"]

@@ -166,10 +166,17 @@ def plot_lr(study: StudyData, out: Path) -> Figure | None:
                            zorder=5)
             if r.lr_optimum is not None and not transferred:
                 ax.plot([r.lr_optimum] * 2, [0.0, 0.07], color=color, lw=2, transform=top)
+            checks = sorted([(lr, v) for lr, v in r.lr_verify.items() if v is not None]
+                            + [(lr, v) for lr, v in r.lr_losses.items() if v is not None and lr == r.best_lr])
+            if r.lr_verify and len(checks) > 1:  # `[lr] verify`: the transferred LR and its neighbours
+                ax.plot([p[0] for p in checks], [p[1] for p in checks], color=color, lw=1.2, ls="--", marker="^",
+                        ms=6, mfc="none", zorder=3)
         ax.scatter([], [], marker="*", s=120, color="0.5", edgecolor="k", label="chosen LR")
         ax.scatter([], [], marker="s", s=70, facecolors="none", edgecolors="0.4", label="lowest / highest LR tried")
         ax.plot([], [], color="0.4", lw=2, label="interpolated optimum (tick)")
         ax.scatter([], [], marker="x", color="0.4", label="diverged or failed")
+        if any(r.lr_verify for r in rows):
+            ax.plot([], [], color="0.4", lw=1.2, ls="--", marker="^", mfc="none", label="transfer check ([lr] verify)")
         ax.set_xscale("log")
         plain_log_ticks(ax)
         ax.set_xlabel("peak learning rate (log scale)")
@@ -180,7 +187,8 @@ def plot_lr(study: StudyData, out: Path) -> Figure | None:
     return _save(fig, out, "lr", "Loss against learning rate",
                  "Each shape's learning-rate trials (mean over seeds). A star inside a box is a best LR at the edge "
                  "of what was tried: its optimum may lie beyond. Ticks at the bottom mark the optimum interpolated "
-                 "by a parabola in log LR; diamonds are shapes trained at a transferred LR.")
+                 "by a parabola in log LR; diamonds are shapes trained at a transferred LR; dashed lines with open "
+                 "triangles are the transfer check of `[lr] verify` (the transferred LR and LRs around it).")
 
 
 def _pareto_plot(study, out, *, name, xs_of, xlabel, title, caption, maximise_x: bool, log_x: bool):

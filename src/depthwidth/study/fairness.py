@@ -33,6 +33,7 @@ from depthwidth.study.lr_search import GroupMode
 from depthwidth.study.run_config import canonical_json, run_data, run_settings, run_tokens
 from depthwidth.study.spec_train import FACTORS
 from depthwidth.study.store import ResultRecord, RunRecord
+from depthwidth.study.verify import is_verify
 
 FIELDS = ("data", "settings", "tokens", "time", "batch_stream_hash", "lr_trials", "lr", "seeds", "device")
 
@@ -65,7 +66,7 @@ class FairnessReport(Serializable):
 def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
                    modes: dict[str, GroupMode] | None = None) -> FairnessReport:
     """The findings over `runs`; `modes` (group -> GroupMode) default to the grid for every group."""
-    train = [r for r in runs if r.kind == "train"]
+    train = [r for r in runs if r.kind == "train" and not is_verify(r)]  # transfer checks are not results
     modes = modes or {}
     findings: list[Finding] = []
 

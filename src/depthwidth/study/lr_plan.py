@@ -12,13 +12,16 @@ stored runs alone (for the summary and the fairness check, which have no expansi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from depthwidth.artifact.config import stored_value
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.expand import Expansion, Group, Run, train_run, with_branches
-from depthwidth.study.lr_search import GroupMode, across_groups, assess, group_mode, next_lr, search_plan
+from depthwidth.study.run_config import config_hash
+from depthwidth.study.lr_search import (GroupMode, across_groups, assess, default_step, group_mode, next_lr,
+                                        search_plan)
+from depthwidth.study.verify import factors, targets, verify_config
 
 def trial_loss(outcomes: list[tuple[str, float | None] | None]) -> float | None:
     """The mean final loss of one learning rate over its seeds: inf when a seed diverged, None while
@@ -66,6 +69,27 @@ class Planner:
                 return runs, losses
             lrs.append(nxt)
 
+    def verify_runs(self, group: Group, proxy: Shape, best: float) -> list[Run]:
+        """`[lr] verify`: the verification runs of `group` (`depthwidth.study.verify`), none when it is not
+        a group to verify."""
+        lr_spec = self.expansion.spec.lr
+        if not lr_spec.verify:
+            return []
+        if "targets" not in self._cache:
+            self._cache["targets"] = targets(self.expansion.groups, self.expansion.modes)
+        shapes = self._cache["targets"].get(group.label, ())
+        step = lr_spec.step or default_step(lr_spec.values(proxy.d_model))
+        mode = self.expansion.modes[group.label]
+        out = []
+        for shape in shapes:
+            for factor in factors(lr_spec.verify, step):
+                lr = float(f"{best * factor:.6g}")
+                for seed in mode.final_seeds:
+                    base = self.run(group, shape, lr, seed)
+                    config = verify_config(base.config, of_lr=best, factor=factor)
+                    out.append(replace(base, run_id=config_hash(config), config=config))
+        return out
+
     def runs(self, outcomes: Mapping[str, tuple[str, float | None]]) -> tuple[Run, ...]:
         """Every run of the plan: the expansion's, then those the searches have proposed (spec order)."""
         out: dict[str, Run] = {r.run_id: r for r in self.expansion.train_runs}
@@ -90,6 +114,8 @@ class Planner:
                 for seed in mode.final_seeds:
                     r = self.run(group, shape, best, seed)
                     out.setdefault(r.run_id, r)
+            for r in self.verify_runs(group, proxy, best):
+                out.setdefault(r.run_id, r)
         e = self.expansion
         branched = with_branches([r for r in out.values() if r.parent is None], spec=e.spec, data=e.data,
                                  groups=e.groups)

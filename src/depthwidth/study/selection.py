@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from depthwidth.study.horizons import split_horizon
 from depthwidth.study.lr_search import GroupMode, assess, next_lr, search_plan
 from depthwidth.study.store import ResultRecord, RunRecord
+from depthwidth.study.verify import is_verify
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,7 +75,7 @@ def select_lrs(runs: list[RunRecord], results: dict[str, ResultRecord], *, modes
     and `lr` (the spec's `LRSpec`, for the bracket searches' budgets) default to the grid of every shape."""
     by_shape: dict[tuple[str, str], dict[float, list[RunRecord]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        if run.kind == "train":
+        if run.kind == "train" and not is_verify(run):  # a transfer check is not a trial (study.verify)
             by_shape[(run.group, run.shape_label)][run.lr].append(run)
     modes = modes or {}
     proxies = {}
