@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from depthwidth.diagnose.layers import layer_report, loss_without
+from depthwidth.diagnose.layers import layer_report, loss_without, trial_losses
 from depthwidth.hf.load import load_hf_model
 
 transformers = pytest.importorskip("transformers")
@@ -133,6 +133,10 @@ def test_a_zeroed_block_is_removed_first_and_costs_nothing(tmp_path):
     assert loose.removed_increase[-1] == pytest.approx(
         loss_without(ours, inputs=x, targets=y, skip=range(N_LAYERS)) - loose.loss, abs=1e-9)
     assert loose.to_dict()["effective_depth"] == 0
+    # a greedy round resumes each trial from its block's input: the numbers of a whole forward without them
+    trials = trial_losses(ours, inputs=x, targets=y, removed=[2], candidates=[0, 1, 3], batch_size=2)
+    for j, value in trials.items():
+        assert value == pytest.approx(loss_without(ours, inputs=x, targets=y, skip=[2, j]), abs=1e-12)
 
 
 @torch.no_grad()

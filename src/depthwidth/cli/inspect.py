@@ -15,10 +15,9 @@ import argparse
 
 from depthwidth.cli import print_json
 from depthwidth.cli.common import one_line_errors
+from depthwidth.diagnose.limits import DEFAULT_TOLERANCE, DEFAULT_WINDOWS
 from depthwidth.errors import UserError
 
-#: `depthwidth.diagnose.layers.DEFAULT_TOLERANCE`, written here so that building the parser imports no torch
-DEFAULT_TOLERANCE = 0.01
 HELP = "per-layer diagnostics of a trained run or HF folder: drop-a-layer, logit lens, effective depth"
 
 
@@ -31,8 +30,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data", metavar="CORPUS", help="HF folder exported by depthwidth (byte tokenizer): this corpus's "
                                                     "validation split")
     p.add_argument("--text", metavar="FILE", help="evaluate on this text file (the model's own tokenizer)")
-    p.add_argument("--windows", metavar="N", type=int, default=16,
-                   help="windows per validation slice, or of the text (default 16)")
+    p.add_argument("--windows", metavar="N", type=int, default=DEFAULT_WINDOWS,
+                   help=f"windows per validation slice, or of the text (default {DEFAULT_WINDOWS})")
     p.add_argument("--tolerance", metavar="X", type=float, default=DEFAULT_TOLERANCE,
                    help=f"nats of loss the effective depth may give up (default {DEFAULT_TOLERANCE})")
     p.add_argument("--plot", metavar="FILE", help="write a PNG of the per-layer curves")

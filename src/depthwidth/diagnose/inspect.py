@@ -2,8 +2,10 @@
 
 - a run folder (or checkpoint): the run's own validation windows, `windows` per slice, rebuilt from the
   recorded config (`depthwidth.bench.quant_report.EvalData`: same corpus, tokenizer, split, seq_len;
-  its dataset hash must match), or a text file tokenized with the run's tokenizer
-  (`depthwidth.hf.export.run_tokenizer`);
+  its dataset hash must match), a dense probe's held-out rows included, each position weighted as the
+  trainer's `evaluate` weights it (each slice's mean by its share of validation tokens, a dense probe's
+  unscored positions left out), so the full model's loss is the run's validation loss on those windows;
+  or a text file tokenized with the run's tokenizer (`depthwidth.hf.export.run_tokenizer`);
 - a Hugging Face folder: a text file tokenized with the folder's tokenizer (`transformers.AutoTokenizer`,
   local files only), or, for an export of ours with the byte tokenizer, a corpus name whose validation
   split gives the windows.
@@ -23,12 +25,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from depthwidth.diagnose.layers import DEFAULT_TOLERANCE, LayerReport, layer_report, report_bytes
+from depthwidth.diagnose.layers import LayerReport, layer_report, report_bytes
+from depthwidth.diagnose.limits import DEFAULT_TOLERANCE, DEFAULT_WINDOWS, MAX_WINDOWS
 from depthwidth.errors import UserError
 
-#: the most windows (per slice, or of a text) one inspection reads: each costs O(L^2) block forwards
-MAX_WINDOWS = 4096
-DEFAULT_WINDOWS = 16
 #: the window length of an HF folder's text when its context is longer
 DEFAULT_HF_SEQ_LEN = 256
 #: batch of windows per forward
@@ -76,24 +76,44 @@ def read_text_file(path: str | os.PathLike) -> str:
     return text
 
 
-def _measure(model, *, inputs, targets, tolerance: float, source: str) -> LayerReport:
+def _measure(model, *, inputs, targets, tolerance: float, source: str, weights=None) -> LayerReport:
     from depthwidth.machine import check_fits
 
     check_fits(report_bytes(model, batch_size=min(BATCH, inputs.shape[0]), seq_len=inputs.shape[1]),
                what=f"inspecting {source} ({inputs.shape[1]} tokens a window, batch {BATCH})")
-    return layer_report(model, inputs=inputs, targets=targets, tolerance=tolerance, batch_size=BATCH)
+    return layer_report(model, inputs=inputs, targets=targets, tolerance=tolerance, batch_size=BATCH,
+                        weights=weights)
 
 
-def _validation_windows(config, *, dataset_hash, windows: int) -> tuple[torch.Tensor, torch.Tensor]:
+def validation_windows(config, *, dataset_hash,
+                       windows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The run's validation windows, `windows` per slice: inputs, targets and position weights, each (N, T).
+
+    The weights are those of `depthwidth.train.evaluate.evaluate`: slice k (validation tokens t_k, of t in
+    all) weighs t_k / t, spread evenly over its scored positions (every position of its windows; a dense
+    probe's positions whose target is not `IGNORE`)."""
     from dataclasses import replace
 
     from depthwidth.bench.quant_report import EvalData
     from depthwidth.data.batches import gather_windows
+    from depthwidth.data.hops import IGNORE
 
     data = EvalData(replace(config, eval_windows=windows), dataset_hash=dataset_hash)
-    positions = np.concatenate([s.positions for s in data.slices])
-    x, y = gather_windows(data.tokens, positions, data.seq_len)  # (N, T)
-    return torch.from_numpy(x), torch.from_numpy(y)
+    total = sum(s.tokens for s in data.slices)
+    xs, ys, ws = [], [], []
+    for s in data.slices:
+        if s.rows is not None:
+            x, y = s.rows  # (n, T) each, a dense probe's held-out rows and their targets
+        else:
+            x, y = gather_windows(data.tokens, s.positions, data.seq_len)  # (n, T)
+        scored = y != IGNORE
+        if not scored.any():
+            continue
+        xs.append(x)
+        ys.append(y)
+        ws.append(scored * (s.tokens / total / scored.sum()))
+    x, y, w = (np.concatenate(parts) for parts in (xs, ys, ws))
+    return torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64)), torch.from_numpy(w)
 
 
 def inspect_run(path: str | os.PathLike, *, windows: int = DEFAULT_WINDOWS, text: str | os.PathLike | None = None,
@@ -113,10 +133,11 @@ def inspect_run(path: str | os.PathLike, *, windows: int = DEFAULT_WINDOWS, text
         tokenizer = run_tokenizer(run.config, dataset_hash=run.meta.dataset_hash)
         x, y = text_windows(tokenizer.encode(body), seq_len=run.config.seq_len, windows=windows, source=str(text))
         data = f"text {text}"
+        w = None
     else:
-        x, y = _validation_windows(run.config, dataset_hash=run.meta.dataset_hash, windows=windows)
+        x, y, w = validation_windows(run.config, dataset_hash=run.meta.dataset_hash, windows=windows)
         data = f"validation of {run.config.corpus}"
-    report = _measure(run.model, inputs=x, targets=y, tolerance=tolerance, source=str(path))
+    report = _measure(run.model, inputs=x, targets=y, tolerance=tolerance, source=str(path), weights=w)
     return Inspection(source=str(path), shape_label=run.shape.label(), data=data, report=report)
 
 
@@ -176,4 +197,4 @@ def _auto_tokenize(folder: Path, text: str) -> np.ndarray:
 
 
 __all__ = ["DEFAULT_WINDOWS", "MAX_WINDOWS", "Inspection", "check_windows_arg", "inspect_hf", "inspect_run",
-           "text_windows"]
+           "text_windows", "validation_windows"]

@@ -21,11 +21,17 @@ input of the final norm), x_l the input of block l:
 
 Cost, in block forwards per window: the pass that records the stream is L; each dropped block or pair
 resumes from the recorded x_l and runs the blocks after it (at most one model forward each, L^2/2 in
-all); the greedy search runs one full forward per remaining candidate and round, at most L (L + 1) / 2
-forwards over every window when it removes everything, and L when it removes nothing.
+all). The greedy search's first round is the drop-a-layer losses; each later round walks the stream of
+the kept blocks once and resumes each candidate's trial from that candidate's input, so a round over k
+candidates costs about k + k^2/2 block forwards (at most about L^3/6 in all when it removes everything,
+nothing beyond the report when it removes nothing).
 
-All losses are mean next-token cross-entropy (nats) over every position of every window, windows
-weighted equally. Shapes: N windows, B batch, T positions, D d_model, V vocab.
+Every token mean (losses, KL, cosines) is weighted by `weights` (N, T), normalised to sum to 1: by
+default every position of every window counts the same; a run's validation windows weight each slice by
+its validation tokens, as the trainer's `evaluate` does, and a position without a target (`IGNORE`, a
+dense probe's unscored positions) weighs 0. The update ratios weight each batch by its share of the
+weights. Losses are next-token cross-entropy in nats. Shapes: N windows, B batch, T positions, D d_model,
+V vocab.
 """
 
 from __future__ import annotations
@@ -38,13 +44,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from depthwidth.data.hops import IGNORE
+from depthwidth.diagnose.limits import DEFAULT_TOLERANCE
 from depthwidth.errors import UserError
 from depthwidth.model.transformer import Block, Transformer
 
 #: distances n of the angular distance between x_l and x_{l+n}
 ANGULAR_STEPS = (1, 2, 4)
-#: default tolerance of the effective depth (nats of total loss increase)
-DEFAULT_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,7 +59,7 @@ class LayerReport:
 
     n_layers: int
     windows: int
-    tokens: int
+    tokens: int  # positions with a weight above 0
     loss: float  # the model's loss (nats per token)
     drop_increase: list[float]  # loss with block l skipped minus `loss`
     pair_increase: list[float]  # blocks l and l+1 skipped (L - 1 entries)
@@ -146,39 +152,82 @@ def run_blocks(model: Transformer, x: torch.Tensor, *, start: int = 0,
     return x
 
 
-def _ce(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Summed cross-entropy (float64 scalar) of logits (B, T, V) against targets (B, T)."""
-    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="sum").double()
+def _ce(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Weighted sum (float64 scalar) of the cross-entropy of logits (B, T, V) against targets (B, T), weights
+    (B, T); an `IGNORE` target adds nothing."""
+    ce = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none", ignore_index=IGNORE)
+    return (ce.double() * weights.flatten()).sum()
 
 
-def _batches(inputs: torch.Tensor, targets: torch.Tensor,
-             batch_size: int) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+def token_weights(targets: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """float64 (N, T) weights summing to 1: `weights` normalised (default: every position the same), 0 where
+    the target is `IGNORE`."""
+    w = torch.ones(targets.shape, dtype=torch.float64) if weights is None else weights.to(torch.float64)
+    if w.shape != targets.shape or not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
+        raise ValueError(f"weights {tuple(w.shape)} must be finite, >= 0 and shaped like targets "
+                         f"{tuple(targets.shape)}")
+    w = torch.where(targets == IGNORE, torch.zeros_like(w), w)
+    total = float(w.sum())
+    if total <= 0:
+        raise UserError("no position of the windows has a target to score (every weight is 0)")
+    return w / total
+
+
+def _batches(inputs: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor,
+             batch_size: int) -> Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     for i in range(0, inputs.shape[0], batch_size):
-        yield inputs[i : i + batch_size], targets[i : i + batch_size]
+        yield inputs[i : i + batch_size], targets[i : i + batch_size], weights[i : i + batch_size]
 
 
 @torch.no_grad()
 def loss_without(model: Transformer, *, inputs: torch.Tensor, targets: torch.Tensor, skip: Iterable[int] = (),
-                 batch_size: int = 8) -> float:
-    """Mean loss (nats per token) of `model` with the blocks in `skip` removed, over windows (N, T)."""
+                 batch_size: int = 8, weights: torch.Tensor | None = None) -> float:
+    """Mean loss (nats per token, weighted by `weights`: see the module docstring) of `model` with the blocks
+    in `skip` removed, over windows (N, T)."""
     skip = frozenset(skip)
+    w = token_weights(targets, weights)
     total = 0.0
-    for x_in, y in _batches(inputs, targets, batch_size):
-        total += float(_ce(head_logits(model, run_blocks(model, embed(model, x_in), skip=skip)), y))
-    return total / targets.numel()
+    for x_in, y, wb in _batches(inputs, targets, w, batch_size):
+        total += float(_ce(head_logits(model, run_blocks(model, embed(model, x_in), skip=skip)), y, wb))
+    return total
+
+
+@torch.no_grad()
+def trial_losses(model: Transformer, *, inputs: torch.Tensor, targets: torch.Tensor, removed: Iterable[int],
+                 candidates: Iterable[int], batch_size: int = 8,
+                 weights: torch.Tensor | None = None) -> dict[int, float]:
+    """For each candidate j, `loss_without(skip=[*removed, j])`: the stream through the kept blocks is walked
+    once per batch and each trial resumes from the input of its block (the same operations, so the same
+    numbers, as a whole forward without those blocks)."""
+    skip = frozenset(removed)
+    rope = _rope(model)
+    out = {j: 0.0 for j in candidates}
+    for x_in, y, w in _batches(inputs, targets, token_weights(targets, weights), batch_size):
+        x = embed(model, x_in)  # (B, T, D), the input of block i below
+        for i, block in enumerate(model.blocks):
+            if i in out:
+                out[i] += float(_ce(head_logits(model, run_blocks(model, x, start=i + 1, skip=skip)), y, w))
+            if i not in skip:
+                x = block(x, rope=rope)
+    return out
 
 
 @torch.no_grad()
 def effective_depth(model: Transformer, *, inputs: torch.Tensor, targets: torch.Tensor, base: float,
-                    tolerance: float = DEFAULT_TOLERANCE, batch_size: int = 8) -> tuple[list[int], list[float]]:
+                    tolerance: float = DEFAULT_TOLERANCE, batch_size: int = 8, weights: torch.Tensor | None = None,
+                    first: list[float] | None = None) -> tuple[list[int], list[float]]:
     """Greedy removal (see the module docstring): the removed blocks in order and the total loss increase
-    over `base` after each. Stops before the removal that would take the increase past `tolerance`."""
+    over `base` after each. Stops before the removal that would take the increase past `tolerance`.
+    `first`: the loss with each block alone removed, when known (the report's drop-a-layer losses)."""
     removed: list[int] = []
     increases: list[float] = []
     remaining = list(range(len(model.blocks)))
     while remaining:
-        trials = {j: loss_without(model, inputs=inputs, targets=targets, skip=[*removed, j], batch_size=batch_size)
-                  for j in remaining}
+        if first is not None and not removed:
+            trials = dict(enumerate(first))
+        else:
+            trials = trial_losses(model, inputs=inputs, targets=targets, removed=removed, candidates=remaining,
+                                  batch_size=batch_size, weights=weights)
         best = min(trials, key=lambda j: (trials[j], j))
         if trials[best] - base > tolerance:
             break
@@ -198,35 +247,38 @@ def check_windows(model: Transformer, inputs: torch.Tensor, targets: torch.Tenso
 
 @torch.no_grad()
 def layer_report(model: Transformer, *, inputs: torch.Tensor, targets: torch.Tensor,
-                 tolerance: float = DEFAULT_TOLERANCE, batch_size: int = 8, greedy: bool = True) -> LayerReport:
-    """Every measurement of the module docstring for `model` on windows `inputs`, `targets` (N, T) int64."""
+                 tolerance: float = DEFAULT_TOLERANCE, batch_size: int = 8, greedy: bool = True,
+                 weights: torch.Tensor | None = None) -> LayerReport:
+    """Every measurement of the module docstring for `model` on windows `inputs`, `targets` (N, T) int64,
+    each position weighted by `weights` (N, T) (default: all the same)."""
     check_windows(model, inputs, targets)
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise UserError(f"tolerance={tolerance!r} must be a finite number of nats >= 0")
+    w = token_weights(targets, weights)
     was_training = model.training
     model.eval()
     try:
-        return _report(model, inputs=inputs, targets=targets, tolerance=tolerance, batch_size=batch_size,
+        return _report(model, inputs=inputs, targets=targets, weights=w, tolerance=tolerance, batch_size=batch_size,
                        greedy=greedy)
     finally:
         model.train(was_training)
 
 
-def _report(model: Transformer, *, inputs, targets, tolerance: float, batch_size: int, greedy: bool) -> LayerReport:
+def _report(model: Transformer, *, inputs, targets, weights, tolerance: float, batch_size: int,
+            greedy: bool) -> LayerReport:
     L = len(model.blocks)
     rope = _rope(model)
-    n_tok = targets.numel()
     base = 0.0
     drop = [0.0] * L
     pair = [0.0] * max(L - 1, 0)
-    cos_sum = {n: [0.0] * L for n in ANGULAR_STEPS}  # sums over tokens of cos(x_l, x_{l+n})
+    cos_sum = {n: [0.0] * L for n in ANGULAR_STEPS}  # weighted sums over tokens of cos(x_l, x_{l+n})
     ang_sum = {n: [0.0] * L for n in ANGULAR_STEPS}
     lens = [0.0] * L
     kl = [0.0] * L
     attn = [0.0] * L
     mlp = [0.0] * L
-    for x_in, y in _batches(inputs, targets, batch_size):
-        share = y.numel() / n_tok  # this batch's weight in a token mean
+    for x_in, y, w in _batches(inputs, targets, weights, batch_size):
+        share = float(w.sum())  # this batch's weight in a token mean
         xs = [embed(model, x_in)]  # x_0 .. x_L, each (B, T, D)
         for i, block in enumerate(model.blocks):
             out, _, _, ra, rm = block_parts(block, xs[-1], rope=rope)
@@ -234,32 +286,32 @@ def _report(model: Transformer, *, inputs, targets, tolerance: float, batch_size
             attn[i] += ra * share
             mlp[i] += rm * share
         final = head_logits(model, xs[-1])  # (B, T, V)
-        base += float(_ce(final, y))
+        base += float(_ce(final, y, w))
         log_final = final.float().log_softmax(-1)  # (B, T, V)
         for i in range(L):
             lens_logits = final if i == L - 1 else head_logits(model, xs[i + 1])
-            lens[i] += float(_ce(lens_logits, y))
+            lens[i] += float(_ce(lens_logits, y, w))
             log_lens = lens_logits.float().log_softmax(-1)
-            kl[i] += float((log_final.exp() * (log_final - log_lens)).sum().double())
-            drop[i] += float(_ce(head_logits(model, run_blocks(model, xs[i], start=i + 1)), y))
+            kl_tok = (log_final.exp() * (log_final - log_lens)).sum(-1)  # (B, T)
+            kl[i] += float((kl_tok.double() * w).sum())
+            drop[i] += float(_ce(head_logits(model, run_blocks(model, xs[i], start=i + 1)), y, w))
             if i < L - 1:
-                pair[i] += float(_ce(head_logits(model, run_blocks(model, xs[i], start=i + 2)), y))
+                pair[i] += float(_ce(head_logits(model, run_blocks(model, xs[i], start=i + 2)), y, w))
             for n in ANGULAR_STEPS:
                 if i + n <= L:
                     c = F.cosine_similarity(xs[i].float(), xs[i + n].float(), dim=-1).clamp(-1.0, 1.0)  # (B, T)
-                    cos_sum[n][i] += float(c.double().sum())
-                    ang_sum[n][i] += float((torch.arccos(c) / math.pi).double().sum())
-    base /= n_tok
+                    cos_sum[n][i] += float((c.double() * w).sum())
+                    ang_sum[n][i] += float(((torch.arccos(c) / math.pi).double() * w).sum())
     removed, increases = [], []
     if greedy:
         removed, increases = effective_depth(model, inputs=inputs, targets=targets, base=base, tolerance=tolerance,
-                                             batch_size=batch_size)
+                                             batch_size=batch_size, weights=weights, first=drop)
     return LayerReport(
-        n_layers=L, windows=inputs.shape[0], tokens=n_tok, loss=base,
-        drop_increase=[d / n_tok - base for d in drop], pair_increase=[p / n_tok - base for p in pair],
-        block_influence=[1.0 - c / n_tok for c in cos_sum[1]],
-        angular={n: [v / n_tok if i + n <= L else None for i, v in enumerate(ang_sum[n])] for n in ANGULAR_STEPS},
-        lens_loss=[v / n_tok for v in lens], lens_kl=[v / n_tok for v in kl], attn_ratio=attn, mlp_ratio=mlp,
+        n_layers=L, windows=inputs.shape[0], tokens=int((weights > 0).sum()), loss=base,
+        drop_increase=[d - base for d in drop], pair_increase=[p - base for p in pair],
+        block_influence=[1.0 - c for c in cos_sum[1]],
+        angular={n: [v if i + n <= L else None for i, v in enumerate(ang_sum[n])] for n in ANGULAR_STEPS},
+        lens_loss=lens, lens_kl=kl, attn_ratio=attn, mlp_ratio=mlp,
         tolerance=tolerance, removed=removed, removed_increase=increases)
 
 
@@ -271,4 +323,5 @@ def report_bytes(model: Transformer, *, batch_size: int, seq_len: int) -> int:
 
 
 __all__ = ["ANGULAR_STEPS", "DEFAULT_TOLERANCE", "LayerReport", "block_parts", "effective_depth", "embed",
-           "head_logits", "layer_report", "loss_without", "report_bytes", "run_blocks"]
+           "head_logits", "layer_report", "loss_without", "report_bytes", "run_blocks", "token_weights",
+           "trial_losses"]

@@ -14,6 +14,9 @@ Nothing of a hostile folder is trusted: config.json, the shard index and tokeniz
 bounded (`depthwidth.files`: a size limit, regular files only, bounded nesting), and every tensor's name,
 dtype and size is checked against the config from the safetensors headers before its data is read
 (`depthwidth.hf.layout.check_tensors`), then its values (no NaN or infinity) before any module is built.
+Before any tensor is read, what the import holds at once - the fp32 state read and the module built from
+it, 2 x `model_bytes` of the config's shape, a lower bound - is checked against free memory
+(`machine.check_fits`), so a checkpoint too large for the machine is one line, not a swapped machine.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from depthwidth.hf.layout import check_tensors, expected_state, from_hf_state
 from depthwidth.hf.tokenizer import TOKENIZER_CONFIG
 from depthwidth.hf.weights import CONFIG, content_hash, model_folder, read_header, read_tensors
 from depthwidth.hfconfig import read_hf_config
-from depthwidth.model.transformer import Transformer
+from depthwidth.machine import check_fits
+from depthwidth.model.transformer import Transformer, model_bytes
 from depthwidth.shapes.hf import shape_from_hf_config
 from depthwidth.shapes.shape import Shape
 
@@ -94,6 +98,8 @@ def read_hf_checkpoint(path: str | os.PathLike, *, exact: bool = True) -> HFChec
                         "is not trained from")
     model_type = config["model_type"]
     arch = Arch(model_type=model_type, class_name=CLASSES[model_type], hf_shape=shape)
+    check_fits(2 * model_bytes(shape), what=f"{folder}: the {model_type} model {shape.label()} (its fp32 weights "
+                                            "read, and the model built from them)")
     state = _read_state(folder, arch)
     shape, state = _recorded_shape(config, shape, state)
     return HFCheckpoint(folder=str(folder), model_type=model_type, shape=shape, state=state,

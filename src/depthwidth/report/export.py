@@ -47,6 +47,7 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     """Every plot of the report, in page order; (figures, notes on what was left out)."""
     from depthwidth.report import study_plots as sp
     from depthwidth.report.budget_plots import plot_budgets
+    from depthwidth.report.inspect_panel import plot_inspection
     from depthwidth.report.probe_plots import plot_probes
     from depthwidth.report.shape_panel import plot_shape_law
     from depthwidth.report.study_tradeoff import plot_tradeoffs
@@ -72,7 +73,7 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     trade, skipped = plot_tradeoffs(s, out, hardware=trade_hw)
     figures += trade
     notes += [f"trade-off picture left out for {x}" for x in skipped]
-    figures += [sp.plot_slices(s, out), plot_probes(s, out), sp.plot_latency_check(s, out),
+    figures += [sp.plot_slices(s, out), plot_probes(s, out), plot_inspection(s, out), sp.plot_latency_check(s, out),
                 sp.plot_fits(s, report.trends, out), plot_shape_law(report.shape_law, out),
                 plot_budgets(report.budgets, out, hardware=report.table.hardware)]
     names = ("basin", "curves", "pareto_latency", "pareto_throughput")

@@ -62,6 +62,7 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
     probes = sorted({(p, d) for r in study.results for p, by in r.probe_accuracy.items() for d in by},
                     key=lambda pd: (pd[0], int(pd[1])))
     comm = any(r.comm_bytes_per_token is not None for r in study.results)
+    inspect = any(r.effective_depth is not None for r in study.results)
     columns = [
         Column(key="group", title="budget"),
         Column(key="shape", title="shape"),
@@ -85,6 +86,7 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         Column(key="mfu", title="MFU", fmt=percent),
         Column(key="peak_memory_bytes", title="peak train mem", fmt=nbytes),
         *(COMM_TABLE if comm else ()),
+        *(INSPECT_TABLE if inspect else ()),
         Column(key="measured_prefill_ms", title="prefill ms (measured)", fmt=number),
         Column(key="measured_decode_ms", title="decode ms (measured)", fmt=number),
         Column(key="bench_ratio", title="measured/pred", fmt=ratio,
@@ -105,7 +107,8 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
     for r in study.results:
         t = targets.get(r.key)
         rows.append(_row(r, t, slices, comm=comm)
-                    | {f"probe:{p}:{d}": _probe_value(r, p, d) for p, d in probes})
+                    | {f"probe:{p}:{d}": _probe_value(r, p, d) for p, d in probes}
+                    | ({c.key: getattr(r, c.key) for c in INSPECT_TABLE} if inspect else {}))
     return Comparison(columns=tuple(columns), rows=tuple(rows), hardware=hardware)
 
 
@@ -181,9 +184,24 @@ COMM_TABLE = (
            note="measured communication seconds over step seconds"),
 )
 
+#: [inspect] columns (`depthwidth.study.inspections`), in the table only when some shape was inspected
+INSPECT_TABLE = (
+    Column(key="effective_depth", title="effective depth",
+           note="blocks a greedy removal keeps within the tolerance (first seed at the best LR, its validation "
+                "windows)"),
+    Column(key="inspect_tolerance", title="inspect tolerance", fmt=_g(3), note="nats of loss the removal may give up"),
+    Column(key="most_important_block", title="most fragile block",
+           note="the block (from 0) whose removal raises the loss most"),
+    Column(key="least_important_block", title="least fragile block",
+           note="the block (from 0) whose removal raises the loss least"),
+    Column(key="inspect_loss", title="inspected loss", fmt=_f(4),
+           note="the whole model's loss on the inspected windows"),
+)
+
 #: the page shows the comparison as two tables: shape and loss, then speed and memory (warnings listed apart)
 LOSS_KEYS = ("group", "shape", "n_layers", "d_model", "params", "non_embedding_params", "aspect_ratio",
-             "train_flops_per_token", "best_lr", "lr_edge", "lr_search", "lr_optimum", "val_loss", "val_loss_std", "n_seeds", "int8_loss_change")
+             "train_flops_per_token", "best_lr", "lr_edge", "lr_search", "lr_optimum", "val_loss", "val_loss_std",
+             "n_seeds", "int8_loss_change", "effective_depth", "most_important_block", "least_important_block")
 SPEED_KEYS = ("group", "shape", "tokens_per_s", "mfu", "peak_memory_bytes", "measured_prefill_ms",
               "measured_decode_ms", "bench_ratio", "target_prefill_ms", "target_decode_ms", "target_source",
               *(c.key for c in COMM_TABLE))
@@ -193,4 +211,5 @@ MARKDOWN_KEYS = ("group", "shape", "n_layers", "d_model", "non_embedding_params"
                  "val_loss", "val_loss_std", "n_seeds", "tokens_per_s", "comm_bytes_per_token", "measured_decode_ms",
                  "target_decode_ms")
 
-__all__ = ["COMM_TABLE", "Column", "Comparison", "LOSS_KEYS", "MARKDOWN_KEYS", "SPEED_KEYS", "comparison"]
+__all__ = ["COMM_TABLE", "Column", "Comparison", "INSPECT_TABLE", "LOSS_KEYS", "MARKDOWN_KEYS", "SPEED_KEYS",
+           "comparison"]

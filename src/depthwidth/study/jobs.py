@@ -35,7 +35,7 @@ class Job:
     """What a worker needs to run one stored run (plain values: it travels to Ray workers)."""
 
     run_id: str
-    kind: str  # "train" | "bench"
+    kind: str  # "train" | "bench" | "inspect" (`depthwidth.study.inspections`: its config names the settings)
     config: dict = field(repr=False)  # the run's canonical config (see depthwidth.study.run_config)
     run_dir: str  # folder for its checkpoints
     threads: int | None = None  # CPU threads for torch; None keeps the process setting
@@ -79,8 +79,10 @@ def execute(job: Job, *, progress: JobProgress | None = None) -> Outcome:
             status, result, curve, error, branched = _train(job, progress=progress)
         elif job.kind == "bench":
             status, result, curve, error = _bench(job, progress=progress)
+        elif job.kind == "inspect":
+            status, result, curve, error = _inspect(job)
         else:
-            raise ValueError(f"job kind {job.kind!r} is not train or bench")
+            raise ValueError(f"job kind {job.kind!r} is not train, bench or inspect")
     except Exception as exc:  # the run failed; the driver records it and may retry
         status, result, curve = "failed", None, ()
         disk_full = _full_disk_path(exc, job)
@@ -193,6 +195,19 @@ def _bench(job: Job, *, progress: JobProgress | None) -> tuple[str, dict | None,
     write_text(folder / RUN, json.dumps(job.config, indent=1, sort_keys=True))
     write_text(folder / RESULT, json.dumps(result, indent=1))
     return "completed", result, [], None
+
+
+def _inspect(job: Job) -> tuple[str, dict | None, list[dict], str | None]:
+    """`depthwidth inspect` of the finished training run in `job.run_dir`, on its own validation windows."""
+    import torch
+
+    from depthwidth.diagnose.inspect import inspect_run
+
+    if job.threads:
+        torch.set_num_threads(job.threads)
+    settings = job.config["inspect"]
+    result = inspect_run(job.run_dir, windows=settings["windows"], tolerance=settings["tolerance"])
+    return "completed", result.to_dict(), [], None
 
 
 __all__ = ["Job", "Outcome", "execute", "merge_curve", "run_dir", "worker_name"]

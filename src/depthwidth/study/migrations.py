@@ -16,6 +16,10 @@ Three mechanisms keep stored studies readable; use exactly one for each change:
    and nothing needs rewriting. A new `TrainConfig` field: add it there, no migration. A change of what is
    stored or how: a numbered migration here (and a run-format step when a run config's form changes).
 
+An optional table that only ever adds rows (`inspections`, `depthwidth.study.store_file.INSPECTIONS_TABLE`)
+is made by the first write that needs it, like the `migrations` table below: a store without it reads as
+having none, so it needs no version. A migration that re-keys run ids must re-key its rows too.
+
 Store migrations (version: what it does):
     2  train runs in run format 2: each training run's config becomes format 2 (run-format step 2), so its
        run id changes; `runs`, `curves`, `results` and `attempts` follow the new id and each run's

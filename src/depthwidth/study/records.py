@@ -83,6 +83,22 @@ class ResultRecord:
         return asdict(self)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InspectionRecord:
+    """The per-layer diagnostics of one finished training run (`depthwidth.study.inspections`)."""
+
+    run_id: str  # the training run inspected
+    settings: dict  # [inspect] windows and tolerance it was measured with
+    status: str  # "completed" | "failed"
+    error: str | None
+    data: dict | None  # `depthwidth.diagnose.inspect.Inspection.to_dict()`; None when it failed
+    wall_seconds: float | None
+    finished_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 #: what follows every message about a damaged row
 REPAIR_HINT = "`depthwidth study repair DIR` rebuilds the store from the spec and the run folders"
 #: numeric columns of each row kind, checked on reading (SQLite stores any type in any column)
@@ -146,6 +162,14 @@ def curve_point(row: sqlite3.Row) -> CurvePoint:
     return CurvePoint(**{k: row[k] for k in CURVE_KEYS}, extra=stored_json(row, "extra", empty={}))
 
 
+def inspection_record(row: sqlite3.Row) -> InspectionRecord:
+    check_numbers(row, ("wall_seconds", "finished_at"))
+    check_texts(row, (("run_id", "settings", "status"), ("error", "result")))
+    return InspectionRecord(run_id=row["run_id"], settings=stored_json(row, "settings"), status=row["status"],
+                            error=row["error"], data=None if row["result"] is None else stored_json(row, "result"),
+                            wall_seconds=row["wall_seconds"], finished_at=row["finished_at"])
+
+
 def result_record(row: sqlite3.Row) -> ResultRecord:
     check_numbers(row, RESULT_NUMBERS)
     check_texts(row, RESULT_TEXTS)
@@ -153,6 +177,7 @@ def result_record(row: sqlite3.Row) -> ResultRecord:
                         data=stored_json(row, "result"))
 
 
-__all__ = ["CURVE_KEYS", "FINISHED", "REPAIR_HINT", "RESULT_KEYS", "STATUSES", "CurvePoint", "ResultRecord",
-           "RunRecord",
-           "check_numbers", "check_texts", "curve_point", "damaged_row", "result_record", "run_record", "stored_json"]
+__all__ = ["CURVE_KEYS", "FINISHED", "REPAIR_HINT", "RESULT_KEYS", "STATUSES", "CurvePoint", "InspectionRecord",
+           "ResultRecord", "RunRecord",
+           "check_numbers", "check_texts", "curve_point", "damaged_row", "inspection_record", "result_record",
+           "run_record", "stored_json"]

@@ -11,7 +11,8 @@ test's stand-in aside), so no crash of a job can leave its row `running`.
 With a learning-rate search (`[lr] search = "bracket"` or `transfer_from`) not every run is known up
 front: after each outcome the driver asks `lr_plan.Planner` which trials the searches want next (a pure
 function of the stored outcomes, so a resumed study asks for the same ones), syncs them to the store and
-queues them before the benchmarks.
+queues them before the benchmarks. With [inspect], the finished shapes are then inspected
+(`depthwidth.study.inspections`), each once per settings.
 
 One driver per study folder: `StudyLock` (an flock on `<study>/study.lock`) refuses a second one, and
 tells readers whether `running` rows are live or left by a killed driver.
@@ -82,6 +83,7 @@ class RunReport(Serializable):
     failed: int
     retries: int
     executor: str
+    inspected: int = 0  # shapes inspected by this call ([inspect]; `depthwidth.study.inspections`)
 
 
 class StudyLock(FolderLock):
@@ -185,11 +187,20 @@ def run_study(
                              branches=_branches_of(plan),
                              settled={r.run_id for r in plan if stored[r.run_id].finished})
             counts = driver.run(todo)
+            inspected = 0
+            if spec.inspect is not None and spec.inspect.enabled:  # the finished shapes, once per settings
+                from depthwidth.study.inspections import run_inspections
+
+                done = run_inspections(store, runner, settings=spec.inspect.settings(), folder=folder,
+                                       threads=threads_of, event=lambda kind, **values: emit(StudyEvent(
+                                           kind=kind, total=driver.total, done=driver.total, **values)))
+                inspected = done["completed"]
         finally:
             runner.close()
         report = RunReport(study_dir=str(folder), name=spec.name, total=driver.total, skipped=skipped,
                            new=new, completed=counts["completed"], diverged=counts["diverged"],
-                           failed=counts["failed"], retries=counts["retries"], executor=runner.describe())
+                           failed=counts["failed"], retries=counts["retries"], executor=runner.describe(),
+                           inspected=inspected)
         emit(StudyEvent(kind="done", total=report.total, done=skipped + report.completed + report.diverged))
         return report
 

@@ -18,8 +18,12 @@ Sections (every key is optional unless marked):
                    `search = "bracket"` with `max_trials` (and `step`): start from those values and
                    bracket each shape's optimum within the same budget (`depthwidth.study.lr_search`);
                    `transfer_from = "<shape label>"` (or "smallest"): under mup/completep tune that shape
-                   only and reuse its LR for the others, `transfer_seeds` seeds each
+                   only and reuse its LR for the others, `transfer_seeds` seeds each; `verify = 2` (or 4)
+                   checks the transfer at the largest scale (`depthwidth.study.verify`)
     [bench]        batch-1 prefill / decode latency and throughput of each shape (random weights)
+    [inspect]      per-layer diagnostics (`depthwidth inspect`) of each finished shape's trained run:
+                   windows (validation windows per slice), tolerance (the effective depth's, in nats);
+                   only when the table is there (`depthwidth.study.inspections`)
     [execution]    threads, workers, cpus_per_run, gpus_per_run, nproc_per_run, parallel, tp, max_attempts -
                    how to run, never what (nproc, parallel and tp belong here, not in [train])
 Every size and list has an upper bound with its reason (`depthwidth.study.limits`, and the run's, the
@@ -44,6 +48,7 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
 from depthwidth.artifact.config import stored_value
 from depthwidth.artifact.config import LIMITS as RUN_LIMITS, PARALLEL
 from depthwidth.bench.config import CPU_BENCH_DTYPES, LIMITS as BENCH_LIMITS
+from depthwidth.diagnose.limits import DEFAULT_TOLERANCE, MAX_WINDOWS
 from depthwidth.errors import UserError
 from depthwidth.files import read_text
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, LIMITS as SHAPE_LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KINDS
@@ -129,6 +134,8 @@ class LRSpec:
                                         doc="tune this shape only, reuse its LR (mup/completep groups)")
     transfer_seeds: int | None = checked(optional(integer(1, 64)), None,
                                          doc="transfer: seeds per shape at the reused LR (default: the saved trials)")
+    verify: int = checked(integer(0, 4), 0, doc="transfer: extra LRs (2 or 4) at the largest scale's shallowest "
+                                               "and deepest shape, to see whether the optimum moved (study.verify)")
 
     def __post_init__(self) -> None:
         if (self.grid is None) == (self.centre is None):
@@ -146,6 +153,11 @@ class LRSpec:
                     raise UserError(f"{name} is a setting of search = \"bracket\"")
         if self.transfer_seeds is not None and self.transfer_from is None:
             raise UserError("transfer_seeds needs transfer_from")
+        if self.verify % 2:
+            raise UserError(f"verify={self.verify}: give 0, 2 or 4 (learning rates below and above the transferred one "
+                            "in equal numbers)")
+        if self.verify and self.transfer_from is None:
+            raise UserError("verify checks a transferred learning rate: it needs transfer_from")
 
     @property
     def trials(self) -> int:
@@ -169,6 +181,22 @@ class BenchSpec:
     batches: tuple[int, ...] = checked(points("batch", min_len=0), (1,), doc="[]: no throughput")
     repeat: int = checked(bounded(BENCH_LIMITS, "repeat"), 5)
     dtype: str = checked(choice(CPU_BENCH_DTYPES), "fp32")  # the serving benchmark runs on the CPU
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InspectSpec:
+    """[inspect]: `depthwidth inspect` of each finished shape (its first completed seed at the chosen LR), on
+    its own validation windows; a study without the table inspects nothing."""
+
+    enabled: bool = checked(boolean, True)
+    windows: int = checked(integer(1, MAX_WINDOWS, why="each window costs O(L^2) block forwards"), 8,
+                           doc="validation windows per slice")
+    tolerance: float = checked(number(0.0, inclusive=True), DEFAULT_TOLERANCE,
+                               doc="nats of loss the effective depth may give up")
+
+    def settings(self) -> dict[str, Any]:
+        """What an inspection's result depends on (the store keys it by these)."""
+        return {"windows": self.windows, "tolerance": self.tolerance}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -203,6 +231,7 @@ class StudySpec:
     lr: LRSpec
     bench: BenchSpec
     execution: ExecutionSpec
+    inspect: InspectSpec | None = None  # None: no [inspect] table
     source: str = "<spec>"  # file the spec came from (not part of any run's identity)
     text: str = ""  # its TOML text, stored with the study
 
@@ -210,7 +239,7 @@ class StudySpec:
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name in ("source", "text"):
+            if f.name in ("source", "text") or (f.name == "inspect" and value is None):
                 continue
             if isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
                 value = [dataclasses.asdict(v) for v in value]
@@ -249,7 +278,7 @@ class StudySpec:
 
 _SECTIONS = {"model": ModelSpec, "data": DataSpec, "eval": EvalSpec, "lr": LRSpec, "bench": BenchSpec,
              "execution": ExecutionSpec}
-_TOP = ("name", "description", "hardware", "seeds", "budget", "shape", "train", *_SECTIONS)
+_TOP = ("name", "description", "hardware", "seeds", "budget", "shape", "train", *_SECTIONS, "inspect")
 
 
 def parse_spec(toml_text: str, *, source: str = "<spec>") -> StudySpec:
@@ -301,6 +330,7 @@ def _parse(raw: dict, *, source: str, toml_text: str) -> StudySpec:
                         f"{MEASURED!r} (this machine's profile), not a profile file", key="hardware")
     sections = {name: build(cls, raw.get(name, {}), key=name) for name, cls in _SECTIONS.items()}
     sections["train"] = train_section(raw.get("train", {}), data=sections["data"], eval=sections["eval"])
+    sections["inspect"] = build(InspectSpec, raw["inspect"], key="inspect") if "inspect" in raw else None
     budgets = tuple(build(BudgetSpec, t, key=f"budget[{i}]")
                     for i, t in enumerate(check_tables(_tables(raw, "budget"), "budget")))
     shapes = tuple(build(ShapeSpec, t, key=f"shape[{i}]")
@@ -359,5 +389,5 @@ def _tables(raw: dict, key: str) -> list:
     return value
 
 
-__all__ = ["BenchSpec", "BudgetSpec", "DataSpec", "EvalSpec", "ExecutionSpec", "LRSpec", "ModelSpec",
+__all__ = ["BenchSpec", "BudgetSpec", "DataSpec", "EvalSpec", "ExecutionSpec", "InspectSpec", "LRSpec", "ModelSpec",
            "ShapeSpec", "StudySpec", "TrainSpec", "SpecError", "load_spec", "parse_spec"]

@@ -10,6 +10,8 @@ in place when opened, with a backup, see `depthwidth.study.migrations`):
              tokens/s (one row per recorded point; `extra` holds any other keys as JSON)
     results  a finished run's result: headline numbers as columns plus the whole result as JSON
     attempts every attempt that ended in an error: run_id, attempt, time, message
+    inspections  (optional, made by its first write) the per-layer diagnostics of a finished training run
+             ([inspect], `depthwidth.study.inspections`): run_id, settings, status, error, result (JSON)
 
 Status: pending -> running -> completed | diverged | failed. A run's finished status, its curve and its
 result are written in one transaction, so a crash leaves a run either finished with everything or not
@@ -23,7 +25,8 @@ was stored once there is space. A new store is built in a temporary file and ren
 exists whole (tables and spec) or not at all.
 
 Read API (what reports use): `Store.open(dir)`, `.spec()`, `.runs()`, `.run(id)`, `.curves(id)`,
-`.results()`, `.result(id)`, `.attempt_errors(id)`; records are frozen dataclasses with `to_dict()`.
+`.results()`, `.result(id)`, `.attempt_errors(id)`, `.inspections()`; records are frozen dataclasses with
+`to_dict()`.
 """
 
 from __future__ import annotations
@@ -47,13 +50,15 @@ from depthwidth.study.records import (
     RESULT_KEYS,
     STATUSES,
     CurvePoint,
+    InspectionRecord,
     ResultRecord,
     RunRecord,
     curve_point,
+    inspection_record,
     result_record,
     run_record,
 )
-from depthwidth.study.store_file import TABLES, build_store, connect
+from depthwidth.study.store_file import INSPECTIONS_SCHEMA, INSPECTIONS_TABLE, TABLES, build_store, connect
 from depthwidth.study.store_errors import (
     SQLITE_CORRUPT,
     SQLITE_NOTADB,
@@ -192,6 +197,11 @@ class Store:
         rows = self._read("SELECT attempt, at, message FROM attempts WHERE run_id = ? ORDER BY rowid", (run_id,))
         return [tuple(r) for r in rows]
 
+    def inspections(self) -> list[InspectionRecord]:
+        """Every stored inspection, oldest first ([] for a store that has none, or no table for them)."""
+        rows = self._read(f"SELECT * FROM {INSPECTIONS_TABLE} ORDER BY finished_at, rowid", missing_ok=True)
+        return [inspection_record(row) for row in rows]
+
     def counts(self) -> dict[str, int]:
         """Runs of the current spec by status (every status present, zero when none)."""
         out = dict.fromkeys(STATUSES, 0)
@@ -261,6 +271,19 @@ class Store:
             c.execute("UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?",
                       ("failed" if final else "pending", error, time.time() if final else None, run_id))
 
+    def record_inspection(self, run_id: str, *, settings: dict, status: str, result: dict | None,
+                          error: str | None, wall_seconds: float | None) -> None:
+        """Store one inspection of the training run `run_id` (its table made on the first)."""
+        if status not in ("completed", "failed"):
+            raise ValueError(f"status={status!r}: an inspection is completed or failed")
+        with self._tx() as c:
+            c.execute(INSPECTIONS_SCHEMA)
+            c.execute(f"INSERT OR REPLACE INTO {INSPECTIONS_TABLE}(run_id, settings, status, error, result, "
+                      "wall_seconds, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (run_id, json.dumps(settings, sort_keys=True), status, error,
+                       None if result is None else json.dumps(result, sort_keys=True, default=_jsonable),
+                       wall_seconds, time.time()))
+
     # ---- internals -------------------------------------------------------------------------------
     def _check_intact(self) -> None:
         """SQLite's quick check of every page, then a read of each table's schema (random bytes written
@@ -270,7 +293,7 @@ class Store:
         if problems != ["ok"]:
             found = " ".join(" ".join(map(str, problems)).split())
             raise damaged(self.path, f"SQLite finds it damaged ({found[:200]})")
-        for table in TABLES:
+        for table in (*TABLES, INSPECTIONS_TABLE):
             self._read(f"SELECT * FROM {table} LIMIT 0", missing_ok=True)
 
     def _read(self, sql: str, args: tuple | list = (), *, missing_ok: bool = False) -> list:

@@ -12,6 +12,23 @@ from depthwidth.study.records import CURVE_KEYS, STATUSES
 from depthwidth.study.store_errors import access_error, damaged
 
 TABLES = ("meta", "runs", "curves", "results", "attempts")
+#: An optional table, made by the first write that needs it (`Store.record_inspection`), so a study that
+#: never inspects is never changed and needs no schema version: a store without it holds no inspection.
+#: One row per (training run, settings as canonical JSON); a later inspection with the same settings
+#: replaces it.
+INSPECTIONS_TABLE = "inspections"
+INSPECTIONS_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {INSPECTIONS_TABLE} (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    settings TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('completed', 'failed')),
+    error TEXT,
+    result TEXT,
+    wall_seconds REAL,
+    finished_at REAL NOT NULL,
+    PRIMARY KEY (run_id, settings)
+)
+"""
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -100,4 +117,4 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-__all__ = ["TABLES", "build_store", "connect"]
+__all__ = ["INSPECTIONS_SCHEMA", "INSPECTIONS_TABLE", "TABLES", "build_store", "connect"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from depthwidth.artifact.config import stored_value
@@ -27,6 +27,7 @@ from depthwidth.study.comm_columns import comm_columns
 from depthwidth.study.fairness import FairnessReport, check_fairness
 from depthwidth.study.selection import LRChoice, select_lrs
 from depthwidth.study.store import ResultRecord, RunRecord, Store
+from depthwidth.study.verify import split_runs, verdict, verification_losses
 
 
 def _lr_keys(lr_losses: dict[float, float | None]) -> dict[str, float | None]:
@@ -82,6 +83,10 @@ class ShapeResult(Serializable):
     lr_bracketed: bool | None = None  # the best LR has a tried LR on each side (None: transferred)
     lr_transfer_from: str | None = None  # "transfer": the shape whose best LR this one reuses
     lr_max_trials: int | None = None  # the search budget every shape of the group shares
+    #: `[lr] verify` (`depthwidth.study.verify`): mean loss over the seeds at each extra LR tried around the
+    #: transferred one (None: unfinished or diverged), and the verdict in words
+    lr_verify: dict[float, float | None] = field(default_factory=dict, metadata=hook(encode=_lr_keys))
+    lr_verify_note: str | None = None
     parametrization: str = "sp"  # of the shape's runs (TrainConfig.parametrization)
     seed_losses: tuple[float, ...] = ()
     slice_losses: dict[str, float] = field(default_factory=dict)
@@ -111,6 +116,14 @@ class ShapeResult(Serializable):
     bench_hardware: str | None = None
     bench_device: str | None = None  # where the bench measured: "cpu", "cuda", "cuda:N" (results of before: "cpu")
     int8_loss_change: float | None = None
+    #: [inspect] (`depthwidth.study.inspections`): the per-layer diagnostics of the first completed seed at
+    #: best_lr on its own validation windows; blocks are numbered from 0
+    effective_depth: int | None = None  # blocks a greedy removal keeps within inspect_tolerance nats
+    inspect_tolerance: float | None = None
+    inspect_loss: float | None = None  # the whole model's loss on the inspected windows (nats per token)
+    most_important_block: int | None = None  # the block whose removal raises the loss most
+    least_important_block: int | None = None  # ... least
+    inspection: dict | None = None  # the whole report (`Inspection.to_dict()`) and the run it measured
     curves: tuple[CurveSeries, ...] = field(default=(), metadata=hook(skip=True))  # filled by the report's loader
     eval_noise: float | None = None  # one-seed noise estimate from the curves (see report.noise)
     shape: Shape = field(metadata=hook(followed_by=(
@@ -200,13 +213,14 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
     not, rows still marked running were interrupted and are counted as such)."""
     from depthwidth.study.lr_plan import stored_modes
 
-    runs = store.runs()
+    runs, checks = split_runs(store.runs())  # verification runs are not results (study.verify)
     results = {r.run_id: r for r in store.results()}
     spec = store.spec()
     modes = stored_modes(spec, runs)
     choices = select_lrs(runs, results, modes=modes, lr=spec.lr)
     fairness = check_fairness(runs, results, modes=modes)
-    rows = _rows(runs, results, choices, seq_len=spec.data.seq_len)
+    rows = _with_verification(_rows(runs, results, choices, seq_len=spec.data.seq_len), checks, results)
+    rows, inspect_errors = _with_inspections(rows, store, spec)
     counts = store.counts()
     if not running and counts["running"]:
         counts["interrupted"] = counts.pop("running")
@@ -214,7 +228,10 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
     failed = tuple((r.run_id, _label(r), r.error or "") for r in runs if r.status == "failed")
     warnings = [f"{c.shape_label} ({c.group}): {c.warning}" for c in choices if c.warning]
     warnings += [f"unfair: {f.message}" for f in fairness.findings]
+    warnings += [f"{r.shape_label} ({r.group}): transfer check at x{_ratio(r)} the transferred LR: {r.lr_verify_note}"
+                 for r in rows if r.lr_verify_note]
     warnings += [f"failed: {label}: {error}" for _, label, error in failed]
+    warnings += [f"inspect failed: {e}" for e in inspect_errors]
     threads = sorted({t for r in runs if r.kind == "train" and r.run_id in results
                       for t in [results[r.run_id].data.get("threads")] if t is not None})
     if len(threads) > 1:
@@ -222,6 +239,54 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
                         "tokens/s and MFU are not comparable across those runs (losses are)")
     return StudySummary(name=store.name, study_dir=str(store.dir), running=running, counts=counts, rows=rows,
                         choices=choices, fairness=fairness, failed=failed, warnings=tuple(warnings))
+
+
+def _with_verification(rows: tuple[ShapeResult, ...], checks: list[RunRecord],
+                       results: dict[str, ResultRecord]) -> tuple[ShapeResult, ...]:
+    """`rows` with the verification runs of each checked shape (`depthwidth.study.verify`)."""
+    if not checks:
+        return rows
+    losses = verification_losses(checks, results)
+    out = []
+    for row in rows:
+        trials = losses.get((row.group, row.shape_label))
+        if trials and row.best_lr is not None:
+            means = {lr: (statistics.fmean(v) if all(x is not None and math.isfinite(x) for x in v) else None)
+                     for lr, v in sorted(trials.items())}
+            row = replace(row, lr_verify=means, lr_verify_note=verdict(row.best_lr, list(row.seed_losses), trials))
+        out.append(row)
+    return tuple(out)
+
+
+def _with_inspections(rows: tuple[ShapeResult, ...], store: Store, spec) -> tuple[tuple[ShapeResult, ...], list[str]]:
+    """`rows` with the inspection of their first completed best run (the latest of the spec's [inspect]
+    settings; of any settings without the table), and a line per shape whose inspection only failed."""
+    want = spec.inspect.settings() if spec.inspect is not None else None
+    done, errors = {}, {}
+    for r in store.inspections():  # oldest first: a later one replaces an earlier one
+        if r.status == "completed" and r.data is not None and (want is None or r.settings == want):
+            done[r.run_id] = {"run_id": r.run_id, **r.data}
+        elif r.status == "failed":
+            errors[r.run_id] = r.error or ""
+    out, failed = [], []
+    for row in rows:
+        run_id = next((i for i in row.best_run_ids if i in done or i in errors), None)
+        if run_id in done:
+            data = done[run_id]
+            drop = data.get("drop_increase") or [0.0]
+            row = replace(row, effective_depth=data.get("effective_depth"), inspect_tolerance=data.get("tolerance"),
+                          inspect_loss=data.get("loss"), inspection=data,
+                          most_important_block=max(range(len(drop)), key=lambda i: drop[i]),
+                          least_important_block=min(range(len(drop)), key=lambda i: drop[i]))
+        elif run_id is not None:
+            failed.append(f"{row.shape_label} ({row.group}): {errors[run_id]}")
+        out.append(row)
+    return tuple(out), failed
+
+
+def _ratio(row: ShapeResult) -> str:
+    """The verification LRs of `row` as multiples of its transferred LR ("0.5, 2")."""
+    return ", ".join(f"{lr / row.best_lr:.3g}" for lr in row.lr_verify)
 
 
 def _label(run) -> str:
