@@ -55,11 +55,13 @@ def _spec(reference, tmp_path, extra: str):
 
 def test_each_finished_shape_is_inspected_once_per_settings(reference, study, tmp_path):
     from depthwidth.diagnose.inspect import inspect_run
+    from depthwidth.present.study import run_report_line
     from depthwidth.study.jobs import run_dir
 
     spec = _spec(reference, tmp_path, "\n[inspect]\nwindows = 4\n")
     first = run_study(spec, study_dir=study, job_fn=in_process)
     assert (first.skipped, first.new, first.completed, first.inspected) == (first.total, 0, 0, 2)
+    assert run_report_line(first).endswith("already finished were reused; 2 shape(s) inspected")
     with Store.open(study) as store:
         stored = store.inspections()
         rows = summarize(store).rows

@@ -167,7 +167,8 @@ def run_report_line(report) -> str:
     """What one `study run` did (a `RunReport`)."""
     return (f"ran {report.completed + report.diverged + report.failed} runs ({report.completed} completed, "
             f"{report.diverged} diverged, {report.failed} failed, {report.retries} retried); "
-            f"{report.skipped} already finished were reused")
+            f"{report.skipped} already finished were reused"
+            + (f"; {report.inspected} shape(s) inspected" if report.inspected else ""))
 
 
 def print_run(console, run, result, curve, errors) -> None:
