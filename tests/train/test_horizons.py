@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from depthwidth.artifact.config import TrainConfig, cooldown_start, lr_at
+from depthwidth.artifact.config import TrainConfig
+from depthwidth.artifact.schedule import cooldown_start, lr_at
 from depthwidth.artifact.load import load_trained
 from depthwidth.errors import UserError
 from depthwidth.train import train

@@ -3,7 +3,7 @@
 With `[train] schedule = "wsd"` and `horizons = [0.25, 0.5, 1.0]`, every training run of a budget group also
 trains the cooldown branch of each earlier horizon (`depthwidth.train.horizons`). A branch is, bit for bit,
 the standalone WSD run of that length - same seed, same batches, the same learning rate up to its own
-cooldown - so the study stores it as that run: its config is `artifact.config.branch_config` of the parent's,
+cooldown - so the study stores it as that run: its config is `artifact.schedule.branch_config` of the parent's,
 its run id that config's hash (a study that trained the shorter run on its own would find it finished).
 
 Each horizon h < 1 of a group G makes a group `G@h` with the same shapes, learning rates and seeds at
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from depthwidth.artifact.config import TrainConfig, branch_config, decay_steps, horizon_steps
+from depthwidth.artifact.config import TrainConfig, decay_steps, horizon_steps
+from depthwidth.artifact.schedule import branch_config
 
 SEPARATOR = "@"
 

@@ -139,7 +139,7 @@ def _branch(job: Job, shape, config, parent, *, fraction: float, run_id: str) ->
     finished result read back from its folder (the trainer trained it after the parent). A parent that
     diverged before the branch's cooldown began leaves no branch to train: the standalone run of that
     length is the same run up to there, so it diverged at the same step."""
-    from depthwidth.artifact.config import branch_config
+    from depthwidth.artifact.schedule import branch_config
     from depthwidth.artifact.folder import CHECKPOINT
     from depthwidth.train import train
     from depthwidth.train.horizons import branch_dir

@@ -15,7 +15,7 @@ _EXPORTS = {
     "TrainConfig": "depthwidth.artifact.config",
     "TrainProgress": "depthwidth.artifact.result",
     "TrainResult": "depthwidth.artifact.result",
-    "lr_at": "depthwidth.artifact.config",
+    "lr_at": "depthwidth.artifact.schedule",
     "make_optimizer": "depthwidth.train.optim",
     "param_groups": "depthwidth.train.optim",
     "position_buckets": "depthwidth.train.evaluate",

@@ -24,7 +24,8 @@ from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.checks import shown
 from depthwidth.shapes.parametrization import PARAMETRIZATIONS
 from depthwidth.shapes.shape import Shape
-from depthwidth.artifact.config import TrainConfig, lr_at
+from depthwidth.artifact.config import TrainConfig
+from depthwidth.artifact.schedule import lr_at
 from depthwidth.artifact.model import build_model
 from depthwidth.train.optim import make_optimizer
 

@@ -19,7 +19,8 @@ import dataclasses
 from pathlib import Path
 
 from depthwidth.artifact import checkpoint as ckpt
-from depthwidth.artifact.config import TrainConfig, branch_config, cooldown_start
+from depthwidth.artifact.config import TrainConfig
+from depthwidth.artifact.schedule import branch_config, cooldown_start
 from depthwidth.artifact.folder import CHECKPOINT
 from depthwidth.artifact.records import CheckpointMeta
 from depthwidth.artifact.result import TrainResult

@@ -31,7 +31,8 @@ from depthwidth.machine import cache_dir as machine_cache_dir, peak_flops
 from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
-from depthwidth.artifact.config import TrainConfig, lr_at
+from depthwidth.artifact.config import TrainConfig
+from depthwidth.artifact.schedule import lr_at
 from depthwidth.artifact.folder import ERROR, RESULT
 from depthwidth.artifact.model import build_model
 from depthwidth.artifact.records import CheckpointMeta, CurvePoint, EvalPoint
