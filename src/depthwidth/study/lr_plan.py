@@ -40,6 +40,7 @@ class Planner:
 
     expansion: Expansion
     _cache: dict = field(default_factory=dict)
+    _targets: dict | None = None  # `[lr] verify`: group label -> the shapes it checks (computed once)
 
     def run(self, group: Group, shape: Shape, lr: float, seed: int) -> Run:
         key = (group.label, shape.label(), lr, seed)
@@ -75,9 +76,9 @@ class Planner:
         lr_spec = self.expansion.spec.lr
         if not lr_spec.verify:
             return []
-        if "targets" not in self._cache:
-            self._cache["targets"] = targets(self.expansion.groups, self.expansion.modes)
-        shapes = self._cache["targets"].get(group.label, ())
+        if self._targets is None:
+            self._targets = targets(self.expansion.groups, self.expansion.modes)
+        shapes = self._targets.get(group.label, ())
         step = lr_spec.step or default_step(lr_spec.values(proxy.d_model))
         mode = self.expansion.modes[group.label]
         out = []
