@@ -181,3 +181,4 @@ def test_demo_is_a_ladder_of_three_scales_with_one_transferred_lr_and_sp_at_one_
     # to start: the proxy's two starting LRs x 2 seeds, and SP's 2 shapes x 2 LRs x 2 seeds, each with 2 branches
     assert len([r for r in expansion.train_runs if r.parent is None]) == 4 + 8
     assert len([r for r in expansion.train_runs if r.parent is not None]) == 2 * 12
+    assert spec.lr.verify == 2  # the transfer is checked at the largest scale: N600K's extremes at LR/2, 2 LR

@@ -228,7 +228,7 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
     failed = tuple((r.run_id, _label(r), r.error or "") for r in runs if r.status == "failed")
     warnings = [f"{c.shape_label} ({c.group}): {c.warning}" for c in choices if c.warning]
     warnings += [f"unfair: {f.message}" for f in fairness.findings]
-    warnings += [f"{r.shape_label} ({r.group}): transfer check at x{_ratio(r)} the transferred LR: {r.lr_verify_note}"
+    warnings += [f"{r.shape_label} ({r.group}): transfer check at {_ratio(r)} the transferred LR: {r.lr_verify_note}"
                  for r in rows if r.lr_verify_note]
     warnings += [f"failed: {label}: {error}" for _, label, error in failed]
     warnings += [f"inspect failed: {e}" for e in inspect_errors]
@@ -285,8 +285,9 @@ def _with_inspections(rows: tuple[ShapeResult, ...], store: Store, spec) -> tupl
 
 
 def _ratio(row: ShapeResult) -> str:
-    """The verification LRs of `row` as multiples of its transferred LR ("0.5, 2")."""
-    return ", ".join(f"{lr / row.best_lr:.3g}" for lr in row.lr_verify)
+    """The verification LRs of `row` as multiples of its transferred LR ("x0.5 and x2")."""
+    parts = [f"x{lr / row.best_lr:.3g}" for lr in row.lr_verify]
+    return " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _label(run) -> str:
