@@ -9,10 +9,16 @@ same batches (`BatchStream`), with the same AdamW parameter groups, threads and 
 - plain: our `Transformer` in the shortest loop (set lr, batch, forward, backward, step, zero_grad, loss.item())
   with torch's default AdamW (on CPU the per-tensor loop) and no clipping - the loop a user writes;
 - plain+clip: the same with nanoGPT's clipping at 1.0 (settings apart, the same loop);
+- plain+mem: the plain loop in a process whose C allocator keeps freed memory, as every trainer process has it
+  (`machine/host_memory.py`: on CPU, glibc otherwise maps and faults in a step's buffers again every step);
+  ours/plain+mem is what remains once a user copies that setting (no target: informational);
 - same: the shortest loop with ours' AdamW and clipping: ours/same is the trainer's own overhead, and its losses
   must match ours bit for bit;
 - hf: `GPT2LMHeadModel` (SDPA attention) in the `same` loop: another implementation of the same model (its
   losses match ours to float tolerance, not bitwise).
+Contenders run in two spawned worker processes, alternating: `ours`, `same` and `plain+mem` in one whose
+allocator keeps freed memory, `plain`, `plain+clip` and `hf` in one with the C library's allocator as a user's
+script has it (the setting is process-wide and cannot be undone, so one process cannot hold both).
 So ours/plain splits into implementation (ours/same: the trainer; same/plain+clip: the AdamW) and settings
 (plain+clip/plain: clipping).
 Each contender runs `--steps` steps per round; the first `--warmup` steps (allocator, kernel choice) are
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import multiprocessing
 import os
 import statistics
 import sys
@@ -56,18 +63,26 @@ from depthwidth.train import TrainConfig, lr_at, param_groups, train
 
 TARGET_PLAIN, TARGET_SAME, TARGET_HF, NOISY_CORES = 1.05, 1.0, 1.2, 0.25
 #: contender -> (AdamW, clipping, Hugging Face model) of its plain loop (`ours` is the trainer)
-PLAIN = {"plain": ("default", False, False), "plain+clip": ("default", True, False), "same": (None, True, False),
-         "hf": (None, True, True)}
+PLAIN = {"plain": ("default", False, False), "plain+clip": ("default", True, False),
+         "plain+mem": ("default", False, False), "same": (None, True, False), "hf": (None, True, True)}
 CONTENDERS = ("ours", *PLAIN)
+#: which worker process runs a contender: "user" keeps the C library's allocator as a user's own script has
+#: it; "kept" has `machine.host_memory.keep_freed_memory` applied, as every trainer process does
+WORKER = {"ours": "kept", "same": "kept", "plain+mem": "kept", "plain": "user", "plain+clip": "user", "hf": "user"}
 
 
-def busy_jiffies() -> tuple[float, float]:
-    """(CPU seconds all processes used, CPU seconds this process used) so far."""
+def busy_jiffies(pids=()) -> tuple[float, float]:
+    """(CPU seconds all processes used, CPU seconds this process and the processes `pids` used) so far."""
     with open("/proc/stat") as fh:
         v = [int(x) for x in fh.readline().split()[1:]]
     tick = os.sysconf("SC_CLK_TCK")
     t = os.times()
-    return (sum(v) - v[3] - v[4]) / tick, t.user + t.system
+    own = t.user + t.system
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        own += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return (sum(v) - v[3] - v[4]) / tick, own
 
 
 def sync(device: torch.device) -> None:
@@ -162,46 +177,96 @@ def vendor_peak(device, dtype: str) -> float | None:
     return HARDWARE[row].peak("bf16" if dtype == "bf16" else "tf32") if row else None
 
 
-def bench_row(dims, dtype, args, dataset, device, have_hf):
+def run_contender(c: str, dims, dtype: str, args, dataset, device):
+    """One contender's timed run at one shape: (seconds, losses, the run's vendor MFU or None)."""
+    L, H = dims
+    shape, config, stream = row_setup(dims, dtype, args, dataset, device)
+    gc.collect()  # the previous contender's garbage is nobody's cost
+    if c == "ours":
+        s, losses, result = run_ours(shape, config, dataset, device, warmup=args.warmup)
+        return s, losses, result.mfu_vendor
+    adamw, clip, hf = PLAIN[c]
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(config.seed)
+    if not hf:
+        model = Transformer(shape).to(device).train()
+        groups = groups_of(list(model.named_parameters()), config, ("embed.weight", "pos_embed.weight"))
+    else:
+        model = hf_model(shape, device)
+        groups = groups_of(list(model.named_parameters()), config, ("transformer.wte.weight", "transformer.wpe.weight"))
+    s, losses = plain_loop(model, groups, config, stream, device, warmup=args.warmup, hf=hf,
+                           adamw=adamw or config.adamw, clip=clip)
+    return s, losses, None
+
+
+def row_setup(dims, dtype, args, dataset, device):
     L, H = dims
     shape = Shape(n_layers=L, d_model=H, n_heads=max(1, H // 64), vocab_size=dataset.vocab_size,
                   max_seq_len=args.seq_len, bias="all")
     config = TrainConfig(corpus=args.corpus, seq_len=args.seq_len, batch_size=args.batch, steps=args.steps,
                          threads=args.threads, dtype=dtype, eval_windows=2, device=str(device))
-    stream = BatchStream(dataset, seq_len=args.seq_len, batch_size=args.batch, seed=config.seed)
+    return shape, config, BatchStream(dataset, seq_len=args.seq_len, batch_size=args.batch, seed=config.seed)
+
+
+def _worker(conn, kind: str, corpus: str, device: str) -> None:
+    """A contender process: runs what it is sent, one at a time, until it gets None."""
+    if kind == "kept":
+        from depthwidth.machine.host_memory import keep_freed_memory
+
+        keep_freed_memory()
+    dataset = load_dataset(corpus=corpus, tokenizer="byte")
+    while (job := conn.recv()) is not None:
+        c, dims, dtype, args = job
+        conn.send(run_contender(c, dims, dtype, args, dataset, torch.device(device)))
+
+
+class Workers:
+    """The two contender processes (spawned: nothing of this process's heap or torch state carries over)."""
+
+    def __init__(self, corpus: str, device: str) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conns, self.procs = {}, []
+        for kind in ("user", "kept"):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_worker, args=(theirs, kind, corpus, device), daemon=True)
+            proc.start()
+            self.conns[kind] = mine
+            self.procs.append(proc)
+
+    def run(self, c: str, dims, dtype: str, args):
+        conn = self.conns[WORKER[c]]
+        conn.send((c, dims, dtype, args))
+        return conn.recv()
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.send(None)
+        for proc in self.procs:
+            proc.join(timeout=30)
+
+
+def bench_row(dims, dtype, args, dataset, device, have_hf, workers: Workers):
+    shape, config, _ = row_setup(dims, dtype, args, dataset, device)
     who = [c for c in CONTENDERS if c != "hf" or have_hf]
     seconds = {c: [] for c in who}
-    losses = {}
-    busy0 = busy_jiffies()
+    losses, mfu_vendor = {}, None
+    pids = [p.pid for p in workers.procs]
+    busy0 = busy_jiffies(pids)
     wall0 = time.perf_counter()
     for r in range(args.rounds):
         for c in who[r % len(who):] + who[: r % len(who)]:
-            gc.collect()  # the previous contender's garbage is nobody's cost
-            if c == "ours":
-                s, losses[c], result = run_ours(shape, config, dataset, device, warmup=args.warmup)
-            else:
-                adamw, clip, hf = PLAIN[c]
-                torch.set_num_threads(args.threads)
-                torch.manual_seed(config.seed)
-                if not hf:
-                    model = Transformer(shape).to(device).train()
-                    groups = groups_of(list(model.named_parameters()), config, ("embed.weight", "pos_embed.weight"))
-                else:
-                    model = hf_model(shape, device)
-                    groups = groups_of(list(model.named_parameters()), config,
-                                       ("transformer.wte.weight", "transformer.wpe.weight"))
-                s, losses[c] = plain_loop(model, groups, config, stream, device, warmup=args.warmup, hf=hf,
-                                          adamw=adamw or config.adamw, clip=clip)
+            s, losses[c], vendor = workers.run(c, dims, dtype, args)
+            mfu_vendor = vendor if c == "ours" else mfu_vendor
             seconds[c].append(s)
-    busy1 = busy_jiffies()
+    busy1 = busy_jiffies(pids)
     wall = time.perf_counter() - wall0
-    other = max(0.0, (busy1[0] - busy0[0]) - (busy1[1] - busy0[1])) / wall
+    other = max(0.0, (busy1[0] - busy0[0]) - (busy1[1] - busy0[1])) / wall  # the rest of the machine
     timed = (args.steps - args.warmup) * config.tokens_per_step
     tps = {c: timed / statistics.median(v) for c, v in seconds.items()}
     pair = {c: [p / o for o, p in zip(seconds["ours"], seconds[c])] for c in who if c != "ours"}
     per_token = flops(shape, seq_len=args.seq_len).train_per_token
-    return dict(shape=shape, tps=tps, pair=pair, other=other, losses=losses, per_token=per_token, result=result,
-                params=count_params(shape).total)
+    return dict(shape=shape, tps=tps, pair=pair, other=other, losses=losses, per_token=per_token,
+                mfu_vendor=mfu_vendor, params=count_params(shape).total)
 
 
 def main() -> int:
@@ -234,15 +299,25 @@ def main() -> int:
     dims = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     dataset = load_dataset(corpus=args.corpus, tokenizer="byte")
     # one untimed pass of every contender first: imports and first-call costs land in no row
+    workers = Workers(args.corpus, args.device)
+    try:
+        return report(args, dtypes, dims, dataset, device, have_hf, caps, workers)
+    finally:
+        workers.close()
+
+
+def report(args, dtypes, dims, dataset, device, have_hf, caps, workers) -> int:
     bench_row((1, 64), dtypes[0], argparse.Namespace(**{**vars(args), "steps": 3, "warmup": 1, "rounds": 1}),
-              dataset, device, have_hf)
+              dataset, device, have_hf, workers)
     print(f"trainer vs plain loops vs HF GPT2LMHeadModel: {args.corpus}, byte tokens (vocab {dataset.vocab_size}), "
           f"seq {args.seq_len}, batch {args.batch}, {args.steps} steps ({args.warmup} warm-up) x {args.rounds} "
           f"rounds, {args.threads} threads, torch {torch.__version__}")
     print(f"device: {caps.describe()}; load average at start: {os.getloadavg()[0]:.2f} (1 min)")
     print("contenders: ours = depthwidth.train.train (AdamW fused, clip 1.0, every bookkeeping step); plain = the "
           "shortest loop with torch's default AdamW and no clipping (what a user writes); plain+clip = the same with "
-          "nanoGPT's clipping at 1.0; same = the shortest loop with ours' AdamW and clipping (what is the trainer's "
+          "nanoGPT's clipping at 1.0; plain+mem = plain in a process whose allocator keeps freed memory as ours' does "
+          "(machine/host_memory.py); ours, same and plain+mem run in one worker process, plain, plain+clip and hf in "
+          "another with the C library's allocator as a user's script has it; same = the shortest loop with ours' AdamW and clipping (what is the trainer's "
           "own overhead); hf = GPT2LMHeadModel in the `same` loop")
     others = [c for c in CONTENDERS if c != "ours" and (c != "hf" or have_hf)]
     print(f"{'L-H':>8} {'params':>9} {'dtype':>5} {'ours tok/s':>10} "
@@ -253,7 +328,7 @@ def main() -> int:
         peak = peak_flops(dtype=dtype, device=device, threads=args.threads)
         vendor = vendor_peak(device, dtype)
         for d in dims:
-            row = bench_row(d, dtype, args, dataset, device, have_hf)
+            row = bench_row(d, dtype, args, dataset, device, have_hf, workers)
             tps, pair = row["tps"], row["pair"]
             ratio = {c: tps["ours"] / tps[c] for c in others}
             mfu = row["per_token"] * tps["ours"] / peak.flops_per_s
@@ -263,7 +338,7 @@ def main() -> int:
             quiet = row["other"] <= NOISY_CORES
             noisy = noisy or not quiet
             target = {"plain": TARGET_PLAIN, "plain+clip": TARGET_PLAIN, "same": TARGET_SAME, "hf": TARGET_HF}
-            missed = [c for c in others if ratio[c] < target[c] and max(pair[c]) < target[c]]
+            missed = [c for c in others if c in target and ratio[c] < target[c] and max(pair[c]) < target[c]]
             ok = ok and not missed
             s = row["shape"]
             cells = " ".join(f"{f'{ratio[c]:.3f} ({min(pair[c]):.2f}-{max(pair[c]):.2f})':>15}" for c in others)
@@ -274,9 +349,9 @@ def main() -> int:
             if vendor:
                 print(f"{'':>8} MFU vs the vendor dense peak ({vendor / 1e12:,.0f} TFLOP/s): ours "
                       f"{100 * row['per_token'] * tps['ours'] / vendor:.1f}%; the run recorded "
-                      f"{100 * (row['result'].mfu_vendor or 0):.1f}%")
+                      f"{100 * (row['mfu_vendor'] or 0):.1f}%")
     tiny = argparse.Namespace(**{**vars(args), "steps": 60, "warmup": 5, "rounds": 4, "seq_len": 32, "batch": 4})
-    row = bench_row((2, 32), dtypes[0], tiny, dataset, device, False)
+    row = bench_row((2, 32), dtypes[0], tiny, dataset, device, False, workers)
     step = {c: tiny.batch * tiny.seq_len / v for c, v in row["tps"].items()}
     print(f"trainer overhead per step, where a step costs little (L2-H32, seq 32, batch 4, {tiny.steps} steps x "
           f"{tiny.rounds} rounds): ours {1e3 * step['ours']:.3f} ms, same {1e3 * step['same']:.3f} ms, "

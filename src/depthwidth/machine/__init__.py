@@ -10,6 +10,7 @@ bench, study, report, cli); imports only the standard library, `depthwidth.error
     stored.py    which stored profile fits a use
     measure.py   GEMM, copy bandwidth, tiny-op costs -> a profile; the cached profile
     memory.py    free memory now, and a one-line refusal of what cannot fit
+    host_memory.py  freed host memory kept in the process (glibc mallopt), so CPU steps do not fault pages
     processes.py the cores, the threads or workers a run may ask for here, a child that ends with its
                  parent, one process at a time in a folder (`FolderLock`)
     peak.py      the MFU denominator: config, else a stored profile, else a GEMM timed now

@@ -10,6 +10,7 @@ import torch
 from depthwidth.data.dataset import Dataset
 from depthwidth.errors import UserError
 from depthwidth.machine import check_dtype, check_fits, check_per_core, resolve_device as machine_resolve_device
+from depthwidth.machine.host_memory import keep_freed_memory
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig
@@ -75,6 +76,7 @@ def execution_settings(config: TrainConfig, device: torch.device):
         torch.set_num_threads(config.threads)
     compiled = bool(getattr(config, "compile", False))
     if device.type == "cpu":
+        keep_freed_memory()  # no page faults on the same buffers every step (machine/host_memory.py)
         set_deterministic(True, warn_only=True, compiled=compiled)
         # Deterministic mode also fills every new empty tensor with NaN (a debugging aid that cost
         # 2-3% of a step in bench_train.py); correct kernels never read it, so it stays off.
