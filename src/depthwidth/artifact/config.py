@@ -55,11 +55,13 @@ LIMITS = {
 
 
 def setting(default: Any, doc: str, *, group: str, metavar: str | None = None,
-            choices: tuple[str, ...] | None = None) -> Any:
+            choices: tuple[str, ...] | None = None, values: tuple[str, ...] = ()) -> Any:
     """A `TrainConfig` field with its documentation: `doc` (one line, shown by `depthwidth train
-    --help` and the study spec docs), the help `group` it belongs to, and for strings the allowed
-    `choices` (imported from their owner). The CLI flags are derived from these fields."""
-    return field(default=default, metadata={"doc": doc, "group": group, "metavar": metavar, "choices": choices})
+    --help` and the study spec docs), the help `group` it belongs to, for strings the allowed
+    `choices` (imported from their owner), and for a boolean the string `values` it also takes
+    (`--compile auto`). The CLI flags are derived from these fields."""
+    return field(default=default, metadata={"doc": doc, "group": group, "metavar": metavar, "choices": choices,
+                                            "values": values})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,8 +130,9 @@ class TrainConfig:
                           metavar="DEVICE")
     deterministic: bool = setting(False, "CUDA: deterministic kernels (CPU runs are always deterministic)",
                                   group="execution")
-    compile: bool | None = setting(None, "torch.compile the model (default: on for CUDA, off on CPU)",
-                                   group="execution")
+    compile: bool | str | None = setting(None, "torch.compile the model: on, off, or auto (compile where this "
+                                         "machine's measured compile time is paid back within the run; "
+                                         "default: on for CUDA, off on CPU)", group="execution", values=("auto",))
     allow_slow_dtype: bool = setting(False, "train in a dtype this device only emulates", group="execution")
     nproc: int = setting(1, "processes of one run (data parallel or sharded)", group="execution", metavar="N")
     parallel: str = setting("ddp", "how the nproc processes share the model", group="execution", choices=PARALLEL)
@@ -200,8 +203,9 @@ class TrainConfig:
         for name in ("decay_embeddings", "deterministic", "allow_slow_dtype", "reshard"):
             if not isinstance(getattr(self, name), bool):
                 raise UserError(f"{name}={getattr(self, name)!r} must be true or false")
-        if self.compile is not None and not isinstance(self.compile, bool):
-            raise UserError(f"compile={self.compile!r} must be true or false (or unset: on for CUDA, off on CPU)")
+        if self.compile is not None and not isinstance(self.compile, bool) and self.compile != "auto":
+            raise UserError(f"compile={self.compile!r} must be true, false or \"auto\" (or unset: on for CUDA, off "
+                            "on CPU)")
         for name in ("nproc", "tp"):
             check_int(name, getattr(self, name), 1, *LIMITS[name])
         if self.nproc % self.tp:

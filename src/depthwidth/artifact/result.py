@@ -89,6 +89,8 @@ class TrainResult:
     #: tokens, the step its cooldown branched at, status, validation loss overall and by slice, seconds);
     #: the last is the run itself. Left out of the dict when empty, so other results keep their bytes.
     horizons: list[dict[str, Any]] = field(default_factory=list)
+    #: `compile = "auto"`: the decision and its numbers (`train.compile_auto.Decision`); left out when None
+    compile_auto: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -103,6 +105,8 @@ class TrainResult:
         out = json_safe(asdict(self))
         if not out["horizons"]:
             del out["horizons"]
+        if out["compile_auto"] is None:
+            del out["compile_auto"]
         return out
 
     @classmethod

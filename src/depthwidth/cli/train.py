@@ -73,7 +73,9 @@ def add_config_flags(groups: dict, *, into: dict | None = None) -> None:
         default = "" if f.default is None or kind is bool else f" (default {f.default:g})" \
             if kind is float else f" (default {f.default})"
         kwargs: dict = {"dest": f.name, "default": argparse.SUPPRESS, "help": meta["doc"] + default}
-        if kind is bool:
+        if kind is bool and meta.get("values"):  # --compile, --compile auto, --no-compile
+            kwargs.update(action=_BoolOrValue, values=meta["values"])
+        elif kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
             kwargs["type"] = _parse_as(kind, f.name)
@@ -82,6 +84,22 @@ def add_config_flags(groups: dict, *, into: dict | None = None) -> None:
             if meta.get("choices"):
                 kwargs["choices"] = meta["choices"]
         (into or {}).get(f.name, groups[meta["group"]]).add_argument(flag(f.name), **kwargs)
+
+
+class _BoolOrValue(argparse.BooleanOptionalAction):
+    """`--flag` (true), `--no-flag` (false) or `--flag VALUE` for one of the field's string `values`."""
+
+    def __init__(self, option_strings, dest, *, values, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.nargs, self.allowed = "?", tuple(values)
+        self.metavar = "{" + ",".join(self.allowed) + "}"
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values is None:
+            return super().__call__(parser, namespace, None, option_string)
+        if option_string.startswith("--no-") or values not in self.allowed:
+            raise argparse.ArgumentError(self, f"takes no value or one of {', '.join(self.allowed)}; got {values!r}")
+        setattr(namespace, self.dest, values)
 
 
 def _parse_as(kind: type, name: str):

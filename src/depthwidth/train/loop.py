@@ -137,7 +137,8 @@ class _Run:
         self.n_params = count_params(shape).total  # replaced by the module's own count once built
         self.hasher = stream.hasher()
         self.max_loss = config.diverge_factor * math.log(dataset.vocab_size)
-        self.compiled = speed.compiles(config, device)
+        self.compiled = speed.compiles(config, device)  # "auto" on CPU: decided in _build
+        self.compile_auto: dict | None = None  # the "auto" decision (train/compile_auto.py)
         self.feeder = speed.BatchFeeder(stream, device, self.steps)
         self.start = 0  # the first step this process runs (its first WARMUP_STEPS are warm-up)
         self.resumes: list[str] = []  # where and why this run continued (see run_dir.check_resumable)
@@ -166,6 +167,10 @@ class _Run:
         self.state = TrainState(model=model, optimizer=optimizer, device=self.device, meta=self._meta(0))
         self.model, self.optimizer = model, optimizer
         self.params = [p for g in optimizer.param_groups for p in g["params"]]
+        left = self.steps - (int(payload["meta"]["step"]) if payload is not None else 0)  # "auto" judges these
+        self.compiled, self.compile_auto = speed.resolve_compile(self.config, self.device, self.shape, steps=left,
+                                                                 dtype=self.dtype, threads=self.threads,
+                                                                 cache=self.cache_dir)
         self.forward = speed.compile_model(model) if self.compiled else model  # the training forward
         self.hasher = self.stream.hasher()
         if payload is None:
@@ -338,6 +343,8 @@ class _Run:
 
     def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
         cfg = self.config
+        if status == "completed":
+            speed.record_compile(self)
         buckets = position_buckets(cfg.seq_len)
         timed = speed.timed_curve(self.curve)
         seconds = sum(c["seconds"] for c in timed)
@@ -395,6 +402,7 @@ class _Run:
             vendor_peak_flops=vendor,
             vendor_peak_source=vendor_source,
             compiled=self.compiled,
+            compile_auto=self.compile_auto,
             tf32=self.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32,
             **(comm_fields(ctx=self.dist, shape=self.shape, config=cfg, device=self.device, curve=self.curve)
                if self.dist is not None else {}),

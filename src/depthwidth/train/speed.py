@@ -8,9 +8,11 @@ torch.compile, TF32 and deterministic kernels on CUDA, warm-up accounting, and t
   hash stands, and an explicit `cuda_dtype = "fp32"` hashes apart from the default); the result
   records the resolved dtype (`TrainResult.dtype`).
 - fp32 on CUDA runs its matmuls in TF32 (`TrainResult.tf32`), as PyTorch users of the field expect.
-- compile (`compiles`): `config.compile`, default on for CUDA and off on CPU (measured on a 2-core CPU:
-  minutes of compilation, no gain). Only the training forward/backward is compiled; evaluation runs the
-  same weights eagerly. `TrainResult.compiled` records it.
+- compile (`compiles`): `config.compile`, default on for CUDA and off on CPU (a compile takes ~20 s on a
+  2-core CPU and pays only for long runs). `compile = "auto"` compiles on CUDA and, on CPU, where this
+  machine's measured compile seconds are paid back within the run (`resolve_compile`,
+  `train/compile_auto.py`); `TrainResult.compile_auto` records the decision. Only the training
+  forward/backward is compiled; evaluation runs the same weights eagerly. `TrainResult.compiled` records it.
 - determinism: on CPU a run is bit for bit repeatable and resumable (deterministic algorithms, fixed
   threads: `setup.execution_settings`). On CUDA `config.deterministic` sets CUBLAS_WORKSPACE_CONFIG
   (before CUDA's first cuBLAS call: `prepare_deterministic`, called first thing by `train`), requests
@@ -52,8 +54,38 @@ def run_dtype(config, device: torch.device) -> str:
     return "bf16" if capabilities(device).bf16_native else "fp32"
 
 
-def compiles(config, device: torch.device) -> bool:
+def compiles(config, device: torch.device) -> bool | str:
+    """True or False, or "auto" on CPU (decided by `resolve_compile` once the run's steps are known)."""
+    if config.compile == "auto":
+        return True if device.type == "cuda" else "auto"
     return config.compile if config.compile is not None else device.type == "cuda"
+
+
+def resolve_compile(config, device: torch.device, shape, *, steps: int, dtype: str, threads: int,
+                    cache) -> tuple[bool, dict | None]:
+    """(whether the run's `steps` steps left compile, the "auto" decision's record or None)."""
+    wanted = compiles(config, device)
+    if wanted != "auto":
+        return bool(wanted), None
+    from depthwidth.train.compile_auto import decide, inductor_cache
+
+    inductor_cache(cache)
+    decision = decide(shape, steps=steps, seq_len=config.seq_len, batch=config.micro_batch_size, dtype=dtype,
+                      threads=threads, cache=cache, backend=COMPILE_BACKEND)
+    return decision.compile, decision.to_dict()
+
+
+def record_compile(run) -> None:
+    """After a completed run compiled by "auto": keep its compile and step seconds for the next run of its
+    shape (the first step, timed alone, holds the compile)."""
+    if not (run.compile_auto and run.compiled and len(run.curve) > WARMUP_STEPS):
+        return
+    from depthwidth.train.compile_auto import record
+
+    steady = sorted(c["seconds"] for c in timed_curve(run.curve))[len(timed_curve(run.curve)) // 2]
+    record(run.shape, seq_len=run.config.seq_len, batch=run.config.micro_batch_size, dtype=run.dtype,
+           threads=run.threads, eager_step_s=run.compile_auto["eager_step_s"], compiled_step_s=steady,
+           compile_s=max(0.0, run.curve[0]["seconds"] - steady), cache=run.cache_dir)
 
 
 def compile_model(model: torch.nn.Module):
