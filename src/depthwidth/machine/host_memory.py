@@ -5,13 +5,15 @@ PyTorch's CPU allocator is the C library's `malloc`. Under glibc every block abo
 goes back to the system when freed, and the top of the heap is trimmed back as soon as 128 KiB are free. A
 training step allocates and frees the same activation and gradient buffers every step, so every step maps
 them again and the kernel zeroes each 4 KiB page on first touch: measured on this project's 2-core machine
-(torch 2.13, fp32, seq 128, batch 32), 5,900 minor page faults per step at 1 layer x 256 wide and 880 at
-16 x 64, against 120 and 113 with the settings below, and the step 15-17% faster (180 -> 150 ms, 357 -> 308
-ms). This is the CPU counterpart of the caching allocator PyTorch uses on CUDA.
+(torch 2.13, fp32, seq 128, batch 32, `benchmarks/bench_host_memory.py`), 3,000-6,300 minor page faults per
+step at L16-H64, L1-H256, L4-H128 and L8-H256, against 8-1,000 with the settings below. In wall clock the
+gain is small next to that VM's drift (median ratio per interleaved pair of processes 0.90-1.11, pairs
+ranging 0.73-1.37): faulting ~20 MiB costs a few ms of a 150-1,000 ms step.
+This is the CPU counterpart of the caching allocator PyTorch uses on CUDA.
 
 `keep_freed_memory()` sets glibc's mmap threshold to its largest value (32 MiB on 64-bit: larger blocks are
-still mapped each time) and trimming off up to 2 GiB free (`mallopt`), once per process. It is process-wide and not
-undone: a training process keeps its peak host memory until it ends, as a CUDA process keeps its cached
+still mapped each time) and trimming off up to 2 GiB free (`mallopt`), once per process. It is
+process-wide and not undone: a training process keeps its peak host memory until it ends, as a CUDA process keeps its cached
 blocks. `DEPTHWIDTH_MALLOC=default` leaves the allocator as it is (and so does any C library but glibc).
 """
 
