@@ -64,12 +64,13 @@ def compiles(config, device: torch.device) -> bool | str:
 def resolve_compile(config, device: torch.device, shape, *, steps: int, dtype: str, threads: int,
                     cache) -> tuple[bool, dict | None]:
     """(whether the run's `steps` steps left compile, the "auto" decision's record or None)."""
-    wanted = compiles(config, device)
-    if wanted != "auto":
-        return bool(wanted), None
     from depthwidth.train.compile_auto import decide, inductor_cache
 
-    inductor_cache(cache)
+    wanted = compiles(config, device)
+    if wanted:
+        inductor_cache(cache)  # every compiled run keeps inductor's caches under the cache folder
+    if wanted != "auto":
+        return bool(wanted), None
     decision = decide(shape, steps=steps, seq_len=config.seq_len, batch=config.micro_batch_size, dtype=dtype,
                       threads=threads, cache=cache, backend=COMPILE_BACKEND)
     return decision.compile, decision.to_dict()
