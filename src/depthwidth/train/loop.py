@@ -28,7 +28,6 @@ import torch
 from depthwidth.data.batches import BatchStream
 from depthwidth.data.dataset import Dataset, load_dataset
 from depthwidth.machine import cache_dir as machine_cache_dir, peak_flops
-from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig
@@ -40,11 +39,11 @@ from depthwidth.artifact.state import TrainState, save_state
 from depthwidth.files import write_json
 from depthwidth.train import dist_checkpoint
 from depthwidth.train.distributed import check_parallel, join, under_launcher
-from depthwidth.train.evaluate import evaluate, position_buckets
+from depthwidth.train.evaluate import evaluate
 from depthwidth.train.horizons import branches, check_horizons, save_branches, with_horizons
 from depthwidth.train.init_from import check_resumed_init, read_init
-from depthwidth.train.comm_meter import comm_fields
-from depthwidth.train.measure import SavedTensorMeter, peak_rss_bytes, state_bytes
+from depthwidth.train.measure import SavedTensorMeter, state_bytes
+from depthwidth.train.run_result import run_result
 from depthwidth.train.probe_eval import probe_scores
 from depthwidth.train.optim import make_optimizer
 from depthwidth.artifact.result import TrainProgress, TrainResult
@@ -342,74 +341,12 @@ class _Run:
                       device=self.device)
 
     def _finish(self, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
-        cfg = self.config
         if status == "completed":
             speed.record_compile(self)
-        buckets = position_buckets(cfg.seq_len)
-        timed = speed.timed_curve(self.curve)
-        seconds = sum(c["seconds"] for c in timed)
-        tokens_per_s = len(timed) * cfg.tokens_per_step / seconds if timed and seconds > 0 else None
-        per_token = flops(self.shape, seq_len=cfg.seq_len).train_per_token
-        achieved = per_token * tokens_per_s if tokens_per_s else None
-        if self.device.type == "cuda":
-            peak_memory = int(torch.cuda.max_memory_allocated(self.device))
-        else:
-            peak_memory = (self.states or 0) + (self.saved_bytes or 0) if self.states is not None else None
-        counts = count_params(self.shape)
-        vendor, vendor_source = speed.vendor_peak(self.device, self.dtype)
-        result = TrainResult(
-            status=status,
-            val_loss=outcome.loss if outcome else None,
-            val_loss_by_slice=outcome.by_slice if outcome else {s.name: None for s in self.eval_slices},
-            val_loss_by_position=outcome.by_position if outcome else [None] * len(buckets),
-            position_buckets=buckets,
-            tokens_per_s=tokens_per_s,
-            achieved_flops_per_s=achieved,
-            mfu=achieved / self.peak.flops_per_s if achieved and self.peak else None,
-            peak_flops=self.peak.flops_per_s if self.peak else None,
-            peak_flops_source=self.peak.source if self.peak else "",
-            peak_memory_bytes=peak_memory,
-            saved_activation_bytes=self.saved_bytes,
-            state_bytes=self.states,
-            peak_rss_bytes=peak_rss_bytes(),
-            params=self.n_params,
-            non_embedding_params=counts.non_embedding,
-            train_flops_per_token=per_token,
-            train_seconds=self.train_seconds,
-            eval_seconds=self.eval_seconds,
-            steps=len(self.curve),
-            tokens=len(self.curve) * cfg.tokens_per_step,
-            curve=self.curve,
-            evals=self.evals,
-            batch_stream_hash=self.hasher.hexdigest(),
-            corpus_hash=self.dataset.corpus_hash,
-            dataset_hash=self.dataset.dataset_hash,
-            config_hash=cfg.config_hash(),
-            tokenizer=self.dataset.tokenizer.spec,
-            vocab_size=self.dataset.vocab_size,
-            diverged_at_step=diverged_at,
-            error=error,
-            device=str(self.device),
-            dtype=self.dtype,
-            threads=self.threads,
-            torch_version=torch.__version__,
-            shape=self.shape.to_dict(),
-            config=cfg.to_dict(),
-            dataset=self.dataset.to_dict(),
-            probe_accuracy=probes or {},
-            resumes=self.resumes,
-            mfu_vendor=achieved / vendor if achieved and vendor else None,
-            vendor_peak_flops=vendor,
-            vendor_peak_source=vendor_source,
-            compiled=self.compiled,
-            compile_auto=self.compile_auto,
-            tf32=self.device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32,
-            **(comm_fields(ctx=self.dist, shape=self.shape, config=cfg, device=self.device, curve=self.curve)
-               if self.dist is not None else {}),
-        )
+        result = run_result(self, status, outcome=outcome, diverged_at=diverged_at, error=error, probes=probes)
         if self.progress is not None:
             self.progress(TrainProgress(phase="done", step=len(self.curve), steps=self.steps, loss=None,
-                                        tokens_per_s=tokens_per_s, eta_s=0.0, val_loss=result.val_loss))
+                                        tokens_per_s=result.tokens_per_s, eta_s=0.0, val_loss=result.val_loss))
         deferred = status == "completed" and bool(self.config.horizons)  # written once the branches are done
         if self.run_dir is not None and (self.dist is None or self.dist.writer) and not deferred:
             write_json(self.run_dir / (ERROR if status == "failed" else RESULT), result.to_dict())

@@ -83,7 +83,8 @@ def record_compile(run) -> None:
         return
     from depthwidth.train.compile_auto import record
 
-    steady = sorted(c["seconds"] for c in timed_curve(run.curve))[len(timed_curve(run.curve)) // 2]
+    timed = sorted(c["seconds"] for c in timed_curve(run.curve))
+    steady = timed[len(timed) // 2]
     record(run.shape, seq_len=run.config.seq_len, batch=run.config.micro_batch_size, dtype=run.dtype,
            threads=run.threads, eager_step_s=run.compile_auto["eager_step_s"], compiled_step_s=steady,
            compile_s=max(0.0, run.curve[0]["seconds"] - steady), cache=run.cache_dir)
