@@ -3,7 +3,8 @@ training step of a plain loop: wall ms per step and minor page faults per step, 
 
 The setting is process-wide and cannot be undone, so each measurement is its own spawned process: pairs of
 processes (default, kept) alternate for `--pairs` pairs (the order flips every pair), each training `--steps`
-steps of our `Transformer` with torch's fused AdamW (the first `--warmup` left out). Printed per shape: the
+steps of bench_train.py's plain loop (our `Transformer`, torch's fused AdamW, no clipping; the first
+`--warmup` left out). Printed per shape: the
 median ms per step of each side, the median and range of the per-pair ratio default/kept (a VM's speed drifts
 by 10-20% over minutes, so only pairs taken back to back are compared), and page faults per step (these do
 not drift: they count what the allocator does).
@@ -21,8 +22,8 @@ import sys
 
 
 def child(kept: bool, dims, steps: int, warmup: int, threads: int, conn) -> None:
+    import argparse
     import resource
-    import time
 
     if kept:
         from depthwidth.machine.host_memory import keep_freed_memory
@@ -30,30 +31,24 @@ def child(kept: bool, dims, steps: int, warmup: int, threads: int, conn) -> None
         keep_freed_memory()
     import torch
 
-    from depthwidth.data import BatchStream, load_dataset
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_train import groups_of, plain_loop, row_setup
+
+    from depthwidth.data import load_dataset
     from depthwidth.model import Transformer
-    from depthwidth.shapes import Shape
 
     torch.set_num_threads(threads)
-    ds = load_dataset(corpus="shakespeare", tokenizer="byte")
-    L, H = dims
-    shape = Shape(n_layers=L, d_model=H, n_heads=max(1, H // 64), vocab_size=ds.vocab_size, max_seq_len=128,
-                  bias="all")
-    stream = BatchStream(ds, seq_len=128, batch_size=32, seed=0)
-    torch.manual_seed(0)
+    dataset, device = load_dataset(corpus="shakespeare", tokenizer="byte"), torch.device("cpu")
+    args = argparse.Namespace(seq_len=128, batch=32, steps=steps, threads=threads, corpus="shakespeare")
+    shape, config, stream = row_setup(dims, "fp32", args, dataset, device)
+    torch.manual_seed(config.seed)
     model = Transformer(shape).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-    for step in range(steps):
-        if step == warmup:
-            t0, f0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        x, y = (torch.from_numpy(a) for a in stream.batch(step))
-        _, loss = model(x, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        loss.item()
+    groups = groups_of(list(model.named_parameters()), config, ("embed.weight", "pos_embed.weight"))
+    faults = []
+    seconds, _ = plain_loop(model, groups, config, stream, device, warmup=warmup, hf=False, adamw="fused",
+                            on_warm=lambda: faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt))
     n = steps - warmup
-    conn.send(((time.perf_counter() - t0) / n, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / n))
+    conn.send((seconds / n, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults[0]) / n))
 
 
 def measure(kept: bool, dims, args):
