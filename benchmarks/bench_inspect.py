@@ -13,7 +13,7 @@ with the same windows. A second process times the layer report without the greed
 
 Then the refusal: a folder holding only the config.json of a Llama-2-70B-sized model is inspected, and
 the command must end with exit status 2 and one line on stderr (the memory check of the HF loader,
-`depthwidth.hf.load`, runs before any weight is read).
+`depthwidth.hfio.load`, runs before any weight is read).
 
     python benchmarks/bench_inspect.py [--windows 4] [--threads 2]
 
@@ -42,7 +42,7 @@ import numpy as np
 from transformers import AutoTokenizer
 from depthwidth.diagnose.inspect import BATCH, DEFAULT_HF_SEQ_LEN, text_windows
 from depthwidth.diagnose.layers import layer_report
-from depthwidth.hf.load import load_hf_model
+from depthwidth.hfio.load import load_hf_model
 folder, text, windows = sys.argv[1], open(sys.argv[2], encoding="utf-8").read(), int(sys.argv[3])
 model, _ = load_hf_model(folder)
 tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)

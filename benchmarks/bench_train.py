@@ -153,8 +153,8 @@ def run_ours(shape, config, dataset, device, *, warmup: int):
 def hf_model(shape: Shape, device):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from depthwidth.hf.arch import choose_arch, hf_config
-    from depthwidth.hf.layout import to_hf_state
+    from depthwidth.hfio.arch import choose_arch, hf_config
+    from depthwidth.hfio.layout import to_hf_state
 
     cfg = {k: v for k, v in hf_config(shape).items() if k not in ("architectures", "model_type", "depthwidth")}
     model = GPT2LMHeadModel(GPT2Config(**cfg, attn_implementation="sdpa"))

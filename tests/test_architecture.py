@@ -5,8 +5,11 @@ resolved) is read with `ast`, and the test fails naming the file and line of
 - an upward import: a module imports a layer above its own (LAYERS, lowest first; a module may import
   its own layer and below). The packages that read and write trained runs are layers of their own, in
   the order they may use each other: `artifact` (the run folder, checkpoint, recorded config, the model
-  rebuilt from it) below `hf` (Hugging Face interchange), below `train` (which may start from an HF
-  folder), below `bench` (which measures what train and hf produce);
+  rebuilt from it) and `hfio` (a local Hugging Face folder: its format, read into our model), one layer,
+  below `hf` (a run exported to a Hugging Face folder), below `train` (which may start from an HF
+  folder), below `bench` (which measures through hfio and artifact);
+- an import, either way, between two packages of one layer that are kept apart (APART: `artifact` and
+  `hfio`, each read beside the other, never through it);
 - a package missing from LAYERS (a new package has to be placed in a layer);
 - an import in `shapes/` of anything but the standard library, `depthwidth.errors` and `depthwidth.shapes`;
 - an import of a depthwidth module that does not exist;
@@ -43,6 +46,7 @@ LAYERS = {
     "model": 3,
     "data": 3,
     "artifact": 4,
+    "hfio": 4,
     "hf": 5,
     "train": 6,
     "bench": 7,
@@ -53,6 +57,8 @@ LAYERS = {
     "explore": 10,
     "cli": 11,
 }
+#: Packages of one layer that never import each other, either way.
+APART = (frozenset({"artifact", "hfio"}),)
 FREE = {"__init__", "__main__"}
 SHAPES_MAY_IMPORT = ("depthwidth.errors", "depthwidth.serial", "depthwidth.shapes")
 
@@ -158,6 +164,9 @@ def layer_violations(imports: list[Import]) -> list[str]:
         if LAYERS[dst] > LAYERS[src]:
             out.append(f"{imp.where}: {imp.source} ({src}, layer {LAYERS[src]}) imports {imp.target} "
                        f"({dst}, layer {LAYERS[dst]}): an upward import")
+        elif frozenset({src, dst}) in APART:
+            out.append(f"{imp.where}: {imp.source} ({src}) imports {imp.target} ({dst}): {src} and {dst} are "
+                       "kept apart")
     return out
 
 
@@ -290,9 +299,10 @@ def test_no_import_cycles_of_any_kind():
     assert not cycles, _report("import cycles (function-local imports included)", cycles)
 
 
-def test_the_trained_run_layers_are_ordered_artifact_hf_train_bench():
-    assert LAYERS["model"] == LAYERS["data"] < LAYERS["artifact"] < LAYERS["hf"] < LAYERS["train"] < \
-        LAYERS["bench"] < LAYERS["study"]
+def test_the_trained_run_layers_are_ordered_artifact_and_hfio_hf_train_bench():
+    assert LAYERS["model"] == LAYERS["data"] < LAYERS["artifact"] == LAYERS["hfio"] < LAYERS["hf"] < \
+        LAYERS["train"] < LAYERS["bench"] < LAYERS["study"]
+    assert frozenset({"artifact", "hfio"}) in APART
 
 
 # ---- the checker itself, on made-up modules ------------------------------------------------------
@@ -357,6 +367,7 @@ def test_layer_rules():
         _imp("depthwidth.cli.plan", "depthwidth.shapes.families", 7),  # down
         _imp("depthwidth.__main__", "depthwidth.cli", 8),  # free
         _imp("depthwidth.plugins.x", "depthwidth.shapes", 9),  # unplaced package
+        _imp("depthwidth.hfio.load", "depthwidth.artifact.load", 10, import_time=False),  # kept apart
     ])
     assert violations == [
         "src/depthwidth/x.py:3: depthwidth.shapes.flops (shapes, layer 1) imports depthwidth.model.transformer "
@@ -364,25 +375,39 @@ def test_layer_rules():
         "src/depthwidth/x.py:4: depthwidth.train.loop (train, layer 6) imports depthwidth.bench.hw (bench, layer 7): "
         "an upward import",
         "src/depthwidth/x.py:9: depthwidth.plugins.x is in no layer ('plugins' is missing from LAYERS)",
+        "src/depthwidth/x.py:10: depthwidth.hfio.load (hfio) imports depthwidth.artifact.load (artifact): hfio and "
+        "artifact are kept apart",
     ]
 
 
 @pytest.mark.parametrize("importer, imported", [
     ("depthwidth.hf.export", "depthwidth.bench.target"),  # hf loading a checkpoint through bench
-    ("depthwidth.hf.weights", "depthwidth.train.loop"),  # hf borrowing from the trainer
+    ("depthwidth.hfio.weights", "depthwidth.train.loop"),  # the HF folder format borrowing from the trainer
+    ("depthwidth.hfio.load", "depthwidth.hf.export"),  # the HF folder reader reaching into the export
     ("depthwidth.train.loop", "depthwidth.bench.serving"),  # the trainer measuring serving
-    ("depthwidth.artifact.load", "depthwidth.hf.load"),  # the run layer reading HF folders
     ("depthwidth.artifact.config", "depthwidth.train.optim"),  # the recorded config reaching into train
 ])
 def test_an_upward_import_among_the_trained_run_layers_fails_the_real_tree(importer, imported):
     """The rule on the real source with one deliberately added function-local import: the checker names it."""
+    _one_added_violation(importer, imported, ending="an upward import")
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("depthwidth.artifact.load", "depthwidth.hfio.load"),  # the run layer reading HF folders
+    ("depthwidth.hfio.load", "depthwidth.artifact.load"),  # the HF folder reader loading a trained run
+])
+def test_artifact_and_hfio_importing_each_other_fails_the_real_tree(importer, imported):
+    _one_added_violation(importer, imported, ending="are kept apart")
+
+
+def _one_added_violation(importer: str, imported: str, *, ending: str) -> None:
     path = SRC.joinpath(*importer.split(".")[1:]).with_suffix(".py")
     text = path.read_text(encoding="utf-8") + f"\n\ndef _added():\n    import {imported}\n"
     added = imports_of(path, text=text)
     others = [i for i in all_imports() if i.source != importer]
     violations = layer_violations(others + added)
     assert len(violations) == 1 and f"{importer} (" in violations[0] and f"imports {imported} (" in violations[0] \
-        and violations[0].endswith("an upward import"), violations
+        and violations[0].endswith(ending), violations
     assert import_cycles(others + [i for i in imports_of(path)]) == []
 
 

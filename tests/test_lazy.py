@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-LAZY = ("depthwidth.data", "depthwidth.hf", "depthwidth.model", "depthwidth.train")
+LAZY = ("depthwidth.data", "depthwidth.hf", "depthwidth.hfio", "depthwidth.model", "depthwidth.train")
 
 
 @pytest.mark.parametrize("package", LAZY)

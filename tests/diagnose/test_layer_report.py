@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from depthwidth.diagnose.layers import layer_report, loss_without, trial_losses
-from depthwidth.hf.load import load_hf_model
+from depthwidth.hfio.load import load_hf_model
 
 transformers = pytest.importorskip("transformers")
 

@@ -100,7 +100,7 @@ def test_config_json_records_the_parametrization_and_what_was_folded(exported):
 
 @torch.no_grad()
 def test_the_export_imports_as_a_standard_model_with_the_same_logits(exported):
-    from depthwidth.hf.load import load_hf_model
+    from depthwidth.hfio.load import load_hf_model
 
     case, ours, _, folder, tokens = exported
     model, _ = load_hf_model(folder)

@@ -77,7 +77,7 @@ def test_greedy_generation_of_20_tokens_is_equal_token_for_token(exported):
 
 
 def test_the_export_reads_back_bit_for_bit(exported):
-    from depthwidth.hf.load import read_hf_checkpoint
+    from depthwidth.hfio.load import read_hf_checkpoint
 
     _, ours, _, folder, _ = exported
     back = read_hf_checkpoint(folder)

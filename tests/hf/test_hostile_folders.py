@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from depthwidth.errors import UserError
-from depthwidth.hf.load import read_hf_checkpoint
+from depthwidth.hfio.load import read_hf_checkpoint
 from depthwidth.shapes.shape import Shape
 
 pytest.importorskip("transformers")
@@ -277,7 +277,7 @@ def test_a_studys_init_from_with_a_hostile_index_is_one_line(folder, corpus_file
 
 
 def test_nothing_is_opened_before_every_shard_is_checked(folder, monkeypatch):
-    from depthwidth.hf import weights
+    from depthwidth.hfio import weights
 
     d = folder("gpt2")
     (d / WEIGHTS).rename(d / SHARD)

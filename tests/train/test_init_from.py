@@ -69,7 +69,7 @@ def _first_batch_loss(run_dir, config: TrainConfig) -> float:
 
 
 def test_a_run_from_an_export_starts_from_its_weights_bit_for_bit(exported, tiny_config, tmp_path):
-    from depthwidth.hf.load import read_hf_checkpoint
+    from depthwidth.hfio.load import read_hf_checkpoint
     from depthwidth.train.loop import train
 
     run_a, hf = exported

@@ -307,7 +307,7 @@ class TrainConfig:
 
 #: Fields added after runs were stored: left out of a run's identity (`config_hash`, a study's run id)
 #: while at their default, so every earlier run keeps its hash. `init_from` names a folder; the trainer
-#: and the study add that folder's content hash (`depthwidth.hf.weights.content_hash`) to the identity.
+#: and the study add that folder's content hash (`depthwidth.hfio.weights.content_hash`) to the identity.
 OMITTED_AT_DEFAULT = ("init_from", "parametrization", "base_width", "base_depth", "compile", "deterministic",
                       "nproc", "parallel", "tp", "reshard", "cuda_dtype", "decay_fraction", "decay_shape", "horizons")
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}

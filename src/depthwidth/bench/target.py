@@ -1,6 +1,6 @@
 """What a benchmark measures: a `Shape` with random weights (speed only), a model from one of our
 training checkpoints (speed and, for quantization, validation loss), or a local Hugging Face model
-folder read into our model (`depthwidth.hf.load`; speed only, as its data is not ours)."""
+folder read into our model (`depthwidth.hfio.load`; speed only, as its data is not ours)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def is_hf_folder(path: Path) -> bool:
 def load_hf_target(folder: Path, *, attn_impl: str = "sdpa") -> LoadedTarget:
     """A local Hugging Face checkpoint in our model. Timing needs no exact import: what our model would
     compute differently (an erf GELU, partial rotary) is named in the label instead of refused."""
-    from depthwidth.hf.load import load_hf_model
+    from depthwidth.hfio.load import load_hf_model
 
     model, info = load_hf_model(folder, exact=False, attn_impl=attn_impl)
     label = f"{folder} ({info.model_type}" + (f"; timed as our model: {'; '.join(info.mismatches)})"

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{'--checkpoint' if args.checkpoint else '--hf-model'} already gives the shape; "
                         "drop the shape flags")
     if args.hf_model:
-        from depthwidth.hf.weights import model_folder
+        from depthwidth.hfio.weights import model_folder
 
         model_folder(args.hf_model)  # a folder without config.json: one line before any timing
     target = given if given else shape_from_args(args)

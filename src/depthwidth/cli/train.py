@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     from_init = config.init_from is not None and not has_shape_flags(args)
     if from_init:  # the checkpoint's own shape, read by the HF config import
-        from depthwidth.hf.load import read_hf_checkpoint
+        from depthwidth.hfio.load import read_hf_checkpoint
 
         shape = read_hf_checkpoint(config.init_from).shape
     else:

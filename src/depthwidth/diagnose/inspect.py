@@ -152,7 +152,7 @@ def inspect_hf(folder: str | os.PathLike, *, text: str | os.PathLike | None = No
                windows: int = DEFAULT_WINDOWS, tolerance: float = DEFAULT_TOLERANCE) -> Inspection:
     """The layer report of a local Hugging Face folder on a text file or (an export of ours with the byte
     tokenizer) a corpus's validation split."""
-    from depthwidth.hf.load import load_hf_model
+    from depthwidth.hfio.load import load_hf_model
 
     check_windows_arg(windows)
     if (text is None) == (corpus is None):

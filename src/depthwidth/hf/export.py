@@ -1,10 +1,10 @@
 """A trained run -> a Hugging Face model folder that `transformers` loads unchanged:
 
-    config.json              the class `depthwidth.hf.arch.choose_arch` picks, fp32, no special tokens;
+    config.json              the class `depthwidth.hfio.arch.choose_arch` picks, fp32, no special tokens;
                              our shape, the run and the tokenizer recorded under "depthwidth"
-    model.safetensors        the weights renamed and re-laid out for that class (`depthwidth.hf.layout`)
+    model.safetensors        the weights renamed and re-laid out for that class (`depthwidth.hfio.layout`)
     tokenizer.json           the run's tokenizer (byte, char or the trained BPE), with
-    tokenizer_config.json    the config that makes `AutoTokenizer` read it (`depthwidth.hf.tokenizer`)
+    tokenizer_config.json    the config that makes `AutoTokenizer` read it (`depthwidth.hfio.tokenizer`)
     lm_eval_tasks/           for a run trained on probe slices: those probes as harness tasks
 
 A shape no class holds exactly is refused (one line naming the option) before anything is written.
@@ -26,12 +26,12 @@ from depthwidth.artifact.config import TrainConfig
 from depthwidth.artifact.load import load_trained
 from depthwidth.data.probes import dense_spec
 from depthwidth.errors import UserError
-from depthwidth.hf.arch import choose_arch, hf_config
 from depthwidth.hf.fold import fold_multipliers
 from depthwidth.hf.harness import write_harness_tasks
-from depthwidth.hf.layout import expected_state, to_hf_state
-from depthwidth.hf.tokenizer import tokenizer_files
-from depthwidth.hf.weights import CONFIG, WEIGHTS, write_weights
+from depthwidth.hfio.arch import choose_arch, hf_config
+from depthwidth.hfio.layout import expected_state, to_hf_state
+from depthwidth.hfio.tokenizer import tokenizer_files
+from depthwidth.hfio.weights import CONFIG, WEIGHTS, write_weights
 from depthwidth.shapes.shape import Shape
 
 TASKS = "lm_eval_tasks"

@@ -26,7 +26,7 @@ it moves into that layer's weight and bias:
 
 No Hugging Face config key is needed: every class keeps its standard attention scale 1/sqrt(Dh)
 (GPT-2's `scale_attn_weights`), and the folded weights are those of an SP model computing the same
-function, which is also what `depthwidth.hf.load` reads back. The result is exact up to fp32 rounding
+function, which is also what `depthwidth.hfio.load` reads back. The result is exact up to fp32 rounding
 (a product reassociated). `Folded.record` says what was folded, for config.json's "depthwidth" record.
 """
 

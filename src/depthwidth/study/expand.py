@@ -239,7 +239,7 @@ def train_config(spec: StudySpec, *, data: DataInfo, shape: Shape, tokens: int, 
     config = spec.train_config(lr=lr, seed=seed, tokens=tokens, overrides=overrides)
     init_hash = None
     if config.init_from is not None:
-        from depthwidth.hf.weights import content_hash
+        from depthwidth.hfio.weights import content_hash
 
         init_hash = content_hash(config.init_from)
     return train_run_config(shape=shape.to_dict(), corpus_hash=data.corpus_hash, config=config, init_hash=init_hash)

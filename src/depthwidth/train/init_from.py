@@ -1,6 +1,6 @@
 """A run that starts from a local Hugging Face checkpoint (`TrainConfig.init_from`) instead of a random init.
 
-The folder is read once, before anything is written (`depthwidth.hf.load.read_hf_checkpoint`, exact
+The folder is read once, before anything is written (`depthwidth.hfio.load.read_hf_checkpoint`, exact
 import: safetensors only, a class our model computes exactly). Its shape must be the run's shape, and
 when it is an export of ours, its tokenizer must be the run's. Its content hash travels in the
 checkpoint's meta ("init_sha256"), so a resume refuses a folder whose content changed under the same
@@ -21,7 +21,7 @@ def read_init(config: TrainConfig, shape: Shape, *, tokenizer_fingerprint: str):
     """The `HFCheckpoint` to start from, or None without `init_from`; UserError when it does not fit."""
     if config.init_from is None:
         return None
-    from depthwidth.hf.load import read_hf_checkpoint
+    from depthwidth.hfio.load import read_hf_checkpoint
 
     init = read_hf_checkpoint(config.init_from, exact=True)
     if init.shape != shape:
@@ -40,7 +40,7 @@ def _check_folded(config: TrainConfig) -> None:
     """An export of a muP/CompleteP run holds its multipliers folded into the weights (`hf.fold`): it is an SP
     model computing the trained function, and a non-SP run from it would apply the multipliers twice."""
     from depthwidth.files import read_json_object
-    from depthwidth.hf.weights import CONFIG
+    from depthwidth.hfio.weights import CONFIG
 
     record = read_json_object(Path(config.init_from) / CONFIG, what="config").get("depthwidth")
     parametrization = record.get("parametrization") if isinstance(record, dict) else None

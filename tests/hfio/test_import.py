@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from depthwidth.errors import UserError
-from depthwidth.hf.load import load_hf_model, read_hf_checkpoint
+from depthwidth.hfio.load import load_hf_model, read_hf_checkpoint
 
 transformers = pytest.importorskip("transformers")
 

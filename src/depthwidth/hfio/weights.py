@@ -15,7 +15,7 @@ What a hostile folder can hold is refused with one line before any tensor is rea
   `snapshots/<revision>/` folder links); every shard is checked before any is opened;
 - a safetensors header larger than `MAX_HEADER_BYTES`, or a tensor name in two shards.
 `read_header` gives every tensor's dtype and size from the headers alone, so the import checks them
-against the config (`depthwidth.hf.layout.check_tensors`) before reading the data (`read_tensors`).
+against the config (`depthwidth.hfio.layout.check_tensors`) before reading the data (`read_tensors`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from depthwidth.data.tokenizers import ByteTokenizer, CharTokenizer
-from depthwidth.hf.tokenizer import byte_to_char, tokenizer_files
+from depthwidth.hfio.tokenizer import byte_to_char, tokenizer_files
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,5 +1,5 @@
 """A local Hugging Face checkpoint -> our model: the shape from its `config.json` (the existing HF config
-import, `depthwidth.shapes.hf`), the weights from safetensors re-laid out by `depthwidth.hf.layout`.
+import, `depthwidth.shapes.hf`), the weights from safetensors re-laid out by `depthwidth.hfio.layout`.
 
 An export of ours records our shape in config.json ("depthwidth"); when that shape differs from the
 config's only by biases the class always has and those biases are still all zero, the import gives
@@ -13,7 +13,7 @@ back our bias-free shape, so export -> import is the identity. Otherwise the con
 Nothing of a hostile folder is trusted: config.json, the shard index and tokenizer_config.json are read
 bounded (`depthwidth.files`: a size limit, regular files only, bounded nesting), and every tensor's name,
 dtype and size is checked against the config from the safetensors headers before its data is read
-(`depthwidth.hf.layout.check_tensors`), then its values (no NaN or infinity) before any module is built.
+(`depthwidth.hfio.layout.check_tensors`), then its values (no NaN or infinity) before any module is built.
 Before any tensor is read, what the import holds at once - the fp32 state read and the module built from
 it, 2 x `model_bytes` of the config's shape, a lower bound - is checked against free memory
 (`machine.check_fits`), so a checkpoint too large for the machine is one line, not a swapped machine.
@@ -29,10 +29,10 @@ import torch
 
 from depthwidth.errors import UserError
 from depthwidth.files import file_kind, read_json_object
-from depthwidth.hf.arch import CLASSES, Arch, import_mismatches
-from depthwidth.hf.layout import check_tensors, expected_state, from_hf_state
-from depthwidth.hf.tokenizer import TOKENIZER_CONFIG
-from depthwidth.hf.weights import CONFIG, content_hash, model_folder, read_header, read_tensors
+from depthwidth.hfio.arch import CLASSES, Arch, import_mismatches
+from depthwidth.hfio.layout import check_tensors, expected_state, from_hf_state
+from depthwidth.hfio.tokenizer import TOKENIZER_CONFIG
+from depthwidth.hfio.weights import CONFIG, content_hash, model_folder, read_header, read_tensors
 from depthwidth.hfconfig import read_hf_config
 from depthwidth.machine import check_fits
 from depthwidth.model.transformer import Transformer, model_bytes

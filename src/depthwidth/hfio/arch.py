@@ -14,7 +14,7 @@ fails a rule is refused with one line naming the option (`UserError`); nothing i
 approximately. GPT-2 and GPT-NeoX always have biases (GPT-NeoX's MLP and norms, GPT-2 everywhere):
 a shape with fewer biases is held there with those biases zero, which computes the same function;
 `config.json` then records our shape under the key "depthwidth" so that an import of the untouched
-export gets the bias-free shape back (`depthwidth.hf.load`).
+export gets the bias-free shape back (`depthwidth.hfio.load`).
 
 GELU is the tanh approximation in our model, written as "gelu_pytorch_tanh" (`F.gelu(approximate=
 "tanh")` in transformers). `import_mismatches` lists what in a foreign config our model would compute

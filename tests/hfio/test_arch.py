@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from depthwidth.errors import UserError
-from depthwidth.hf.arch import choose_arch, hf_config, import_mismatches
+from depthwidth.hfio.arch import choose_arch, hf_config, import_mismatches
 from depthwidth.shapes.hf import shape_from_hf_config
 from depthwidth.shapes.shape import Shape
 

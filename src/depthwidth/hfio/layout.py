@@ -30,7 +30,7 @@ from typing import Mapping
 import torch
 
 from depthwidth.errors import UserError
-from depthwidth.hf.arch import Arch
+from depthwidth.hfio.arch import Arch
 from depthwidth.model.transformer import Transformer
 from depthwidth.shapes.checks import shown
 from depthwidth.shapes.shape import Shape
