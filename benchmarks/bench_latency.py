@@ -2,18 +2,25 @@
 roofline prediction for this machine's measured profile: measured / predicted per shape, and the
 median and worst over the shapes, for prefill and for decode.
 
-What runs: the five shapes of the built-in demo (`depthwidth.study.demo`, ~0.5M non-embedding
-parameters, L13-H56 to L2-H144, vocab 256, seq 128), each through `depthwidth.bench.serving.bench`
-exactly as the demo's bench job calls it (random weights, fp32, SDPA, prompt 64, decode after 64
-cached tokens, no throughput), on `--threads` torch threads (the demo's bench job takes all the
-cores: 2 here). The prediction is `shapes.latency` on the measured profile with its kernel curves
-(`machine.gemm_curve`) and the cost per dispatched aten op (`bench.hw.dispatch_costs`) times the ops
-the call dispatches (`bench.dispatch`, counted once per point). Shapes are measured in interleaved
-rounds (every shape once per round, `--repeat` timed calls each after warm-ups); a shape's measured
-time is the median of its round medians. Ratio = measured / predicted: 1.0 is a perfect prediction,
-> 1 means the roofline is optimistic. Before the rounds the script times the kernel-curve and
-dispatch-cost measurement that the profile adds (`bench.hw.add_small_op_costs`) and saves the profile
-with it. Run it on a quiet machine: the load average is printed at the start and at the end.
+What runs: the twelve shapes of the built-in demo (`depthwidth.study.demo`, vocab 256, seq 128, head
+size 8), each through `depthwidth.bench.serving.bench` exactly as the demo's bench job calls it
+(random weights, fp32, SDPA, prompt 64, decode after 64 cached tokens, no throughput), on `--threads`
+torch threads (the demo's bench job takes all the cores: 2 here). The prediction is `shapes.latency`
+on the measured profile: kernel curves (`machine.gemm_curve`, attention per head size), the
+in-forward factor (`bench.hw.in_forward_points`, on reference shapes that are none of these) and the
+cost per dispatched aten op (`bench.hw.dispatch_costs`) times the ops the call dispatches
+(`bench.dispatch`). Shapes are measured in interleaved rounds (every shape once per round,
+`--repeat` timed calls each); a shape's measured time is the median of its round medians.
+
+Two ratios (measured / predicted; 1.0 is a perfect prediction, > 1 an optimistic one):
+- "stored profile": the profile measured before the rounds (`bench.hw.add_small_op_costs`, three
+  rounds, saved), what a user's prediction uses;
+- "each round's own profile": every round first measures curves, dispatch cost and factor again (one
+  round) and predicts its own timings with them; the median over rounds. On a VM whose speed drifts
+  by tens of percent within seconds (seen on a shared 2-core Xeon), only this one compares a
+  prediction with a measurement taken in the same state of the machine; the script judges it (every
+  shape within 1.2x).
+The load average is printed at the start and at the end.
 
     python benchmarks/bench_latency.py [--threads 2] [--rounds 5] [--repeat 7] [--json out.json]
 """
@@ -29,6 +36,7 @@ import sys
 import torch
 
 from depthwidth.bench.hw import add_small_op_costs, eager_block_overhead
+from depthwidth.bench.predict import Predictor
 from depthwidth.bench.serving import BenchConfig, bench
 from depthwidth.machine import (
     ProfileMatch,
@@ -49,6 +57,32 @@ def demo_shapes():
         if shape is not None:
             seen.setdefault(shape.label(), shape)
     return list(seen.values())
+
+
+_OPS: dict[tuple[str, str], int] = {}
+
+
+def dispatched(shape, kind: str, *, prompt: int, context: int) -> int:
+    """Aten ops of the call the serving bench times (counted as it counts them, once per shape and kind)."""
+    from depthwidth.bench.dispatch import count_dispatched
+    from depthwidth.model.generate import new_cache
+    from depthwidth.model.transformer import Transformer
+
+    key = (shape.label(), kind)
+    if key not in _OPS:
+        model = Transformer(shape).eval()
+        with torch.inference_mode():
+            if kind == "prefill":
+                cache = new_cache(model, batch_size=1, max_len=prompt)
+                idx = torch.zeros(1, prompt, dtype=torch.long)  # (1, prompt)
+            else:
+                cache = new_cache(model, batch_size=1, max_len=context + 1)
+                model(torch.zeros(1, context, dtype=torch.long), cache=cache)
+                idx = torch.zeros(1, 1, dtype=torch.long)  # (1, 1)
+            length = cache.length
+            _OPS[key] = count_dispatched(lambda: model(idx, cache=cache))
+            cache.length = length
+    return _OPS[key]
 
 
 def main() -> int:
@@ -80,15 +114,33 @@ def main() -> int:
                          dtype=b.dtype, threads=args.threads)
     medians: dict[tuple[str, str], list[float]] = {}
     predicted: dict[tuple[str, str], float] = {}
+    round_ratios: dict[tuple[str, str], list[float]] = {}
+    factors = []
     for _ in range(args.rounds):
+        with torch_threads(args.threads):  # this round's own curves, dispatch cost and factor
+            now, _ = add_small_op_costs(profile, rounds=1)
+        factors.append(now.kernel_in_forward.get(b.dtype, ()))
+        hw_now = measured_hardware(now)
         for shape in shapes:
             result = bench(shape, config, hardware=hw)
             for p in result.latency:
                 key = (shape.label(), p.kind)
                 medians.setdefault(key, []).append(p.timing.median)
                 predicted[key] = p.predicted_s
+                ops = dispatched(shape, p.kind, prompt=prompt, context=context)
+                ahead = Predictor(shape, hw_now, attn_impl=config.attn_impl)
+                again = (ahead.prefill(variant=b.dtype, batch=1, prompt_len=prompt, dispatched_ops=ops)
+                         if p.kind == "prefill" else
+                         ahead.decode(variant=b.dtype, batch=1, context=context, dispatched_ops=ops))
+                round_ratios.setdefault(key, []).append(p.timing.median / again)
+    def shown(points) -> str:
+        return " ".join(f"{t * 1e6:.0f}us:{f:.2f}" for t, f in points)
+    print(f"in-forward factor ({b.dtype}, curve seconds per kernel call: factor): stored {shown(hw.in_forward(b.dtype))}")
+    for i, points in enumerate(factors):
+        print(f"  round {i + 1}: {shown(points)}")
     rows = []
-    header = f"{'shape':<14}{'kind':<9}{'measured ms':>12}{'predicted ms':>13}{'ratio':>7}{'rounds spread':>15}"
+    header = (f"{'shape':<14}{'kind':<9}{'measured ms':>12}{'predicted ms':>13}{'ratio':>7}{'rounds spread':>15}"
+              f"{'per-round ratio':>17}")
     print(header)
     print("-" * len(header))
     for shape in shapes:
@@ -96,20 +148,24 @@ def main() -> int:
             key = (shape.label(), kind)
             measured = statistics.median(medians[key])
             ratio = measured / predicted[key]
+            per_round = statistics.median(round_ratios[key])
             rows.append({"shape": shape.label(), "kind": kind, "tokens": prompt if kind == "prefill" else context,
                          "measured_s": measured, "round_medians_s": medians[key], "predicted_s": predicted[key],
-                         "ratio": ratio})
+                         "ratio": ratio, "round_ratios": round_ratios[key], "per_round_ratio": per_round})
             spread = f"{min(medians[key]) * 1e3:.2f}-{max(medians[key]) * 1e3:.2f}"
             print(f"{shape.label():<14}{kind:<9}{measured * 1e3:>12.3f}{predicted[key] * 1e3:>13.3f}{ratio:>7.2f}"
-                  f"{spread:>15}")
+                  f"{spread:>15}{per_round:>17.2f}")
     ok = True
     for kind in ("prefill", "decode"):
-        ratios = [r["ratio"] for r in rows if r["kind"] == kind]
-        worst = max(ratios, key=lambda r: max(r, 1 / r))
-        ok &= max(worst, 1 / worst) <= 1.5
-        print(f"{kind}: measured/predicted median {statistics.median(ratios):.2f}, worst {worst:.2f} "
-              f"(range {min(ratios):.2f}-{max(ratios):.2f})")
-    print(f"every shape within 1.5x: {'yes' if ok else 'NO'}; load average at the end: {os.getloadavg()[0]:.2f}")
+        for column, label in (("ratio", "stored profile"), ("per_round_ratio", "each round's own profile")):
+            ratios = [r[column] for r in rows if r["kind"] == kind]
+            worst = max(ratios, key=lambda r: max(r, 1 / r))
+            if column == "per_round_ratio":
+                ok &= max(worst, 1 / worst) <= 1.2
+            print(f"{kind}, {label}: measured/predicted median {statistics.median(ratios):.2f}, worst {worst:.2f} "
+                  f"(range {min(ratios):.2f}-{max(ratios):.2f})")
+    print(f"every shape within 1.2x of its round's prediction: {'yes' if ok else 'NO'}; "
+          f"load average at the end: {os.getloadavg()[0]:.2f}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"profile": profile.to_dict(), "curve_seconds": curve_s, "rows": rows}, fh, indent=1)

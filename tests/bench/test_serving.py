@@ -140,11 +140,12 @@ def _stored_profile(*, threads: int, block: bool = True, small_ops: bool = True)
     from depthwidth.machine import EAGER_BLOCK_OP, HardwareProfile, device_name, profile_path, save_profile
 
     overheads = {"add": 1e-6, **({EAGER_BLOCK_OP: 4e-6} if block else {}), **({"dispatch_op": 2e-6} if small_ops else {})}
-    curves = {"matmul:fp32": [[1e6, 1e-5]]} if small_ops else {}
+    curves = {"matmul:fp32": [[1e6, 1e-5]], "attention@16:fp32": [[1e6, 2e-5]]} if small_ops else {}
     profile = HardwareProfile(
         device="cpu", device_name=device_name("cpu"), threads=threads, gemm=(), peak_flops={"fp32": 1e11, "bf16": 2e11},
         copy_bandwidth=2e10, op_overhead_s=4e-6, op_overheads=overheads, mem_capacity=8e9,
         torch_version=torch.__version__, created="2026-01-01T00:00:00+00:00", op_curves=curves,
+        kernel_in_forward={"fp32": [[1e-5, 1.5]]} if small_ops else {},
     )
     return save_profile(profile, profile_path(threads=threads))
 
@@ -161,6 +162,7 @@ def test_measured_hardware_is_the_stored_profile_of_these_threads(tmp_path, monk
     result = bench(TINY, BenchConfig(**{**QUICK, "batches": (), "threads": 1}))
     assert result.hardware["name"] == "measured-cpu" and result.hardware["mem_bandwidth"] == 2e10
     assert spec.dispatch_overhead_s == 2e-6 and spec.op_curves["matmul:fp32"] == ((1e6, 1e-5),)
+    assert spec.in_forward("fp32") == ((1e-5, 1.5),) and spec.in_forward("bf16") == ()
     # a GPU row never stands beside a CPU measurement: the bench predicts with the CPU it measures on
     assert bench_hardware("h100", threads=1).name == "measured-cpu"
     assert bench_hardware("cpu", threads=1).name == "cpu"
@@ -174,10 +176,15 @@ def test_a_profile_of_an_earlier_version_gets_its_small_op_costs_once(tmp_path, 
     from depthwidth.machine import load_profile
 
     monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path))
+    from depthwidth.bench.hw import IN_FORWARD_SHAPES
+
     path = _stored_profile(threads=1, small_ops=False)  # an old profile: no curves, no dispatch cost
     spec = bench_hardware("measured", threads=1)
     stored = load_profile(path)
-    assert {"matmul:fp32", "attention:fp32", "gelu:fp32", "norm:fp32"} <= set(stored.op_curves)
+    assert {"matmul:fp32", "attention@8:fp32", "attention@128:fp32", "gelu:fp32", "norm:fp32"} <= set(stored.op_curves)
+    factors = stored.kernel_in_forward["fp32"]  # one point per reference forward, by seconds per kernel call
+    assert len(factors) == len(IN_FORWARD_SHAPES) and all(t > 0 and 0 < f < 100 for t, f in factors)
+    assert spec.in_forward("fp32") == factors
     assert 0 < stored.op_overheads["dispatch_op"] < 1e-3 and spec.dispatch_overhead_s == stored.op_overheads["dispatch_op"]
     assert stored.peak_flops["fp32"] == 1e11 and stored.op_overhead_s == 4e-6  # the rest is kept as it was
     before = path.read_text()

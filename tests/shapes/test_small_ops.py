@@ -104,3 +104,66 @@ def test_train_step_launches_make_eager_deep_narrow_slower_on_a_gpu() -> None:
     # a CPU does not overlap dispatch with compute: the launch adds
     cpu = predict_train_step(deep, hardware="cpu", seq_len=128, global_batch=16, micro_batch=16)
     assert cpu.total_s == pytest.approx(cpu.by_op["compute"] + cpu.by_op["launch"])
+
+
+def test_attention_curves_per_head_size_are_chosen_interpolated_and_extended() -> None:
+    from depthwidth.shapes.small_ops import attention_curve, find_curve
+
+    curves = check_curves({"attention@8:fp32": [[1e6, 4e-5], [1e7, 2e-4]],
+                           "attention@32:fp32": [[1e6, 1e-5], [1e7, 5e-5]],
+                           "attention:bf16": [[1e6, 3e-5]]})
+    assert attention_curve(curves, "fp32", head_dim=8) == ((1e6, 4e-5), (1e7, 2e-4))
+    mid = attention_curve(curves, "fp32", head_dim=16)  # halfway in log head size: geometric mean
+    assert mid[0] == (1e6, pytest.approx(2e-5)) and mid[1] == (1e7, pytest.approx(1e-4))
+    small = attention_curve(curves, "fp32", head_dim=4)  # the same scores as head size 8: half the FLOPs
+    assert small == ((5e5, 4e-5), (5e6, 2e-4))
+    assert attention_curve(curves, "fp32", head_dim=128) == ((1e6, 1e-5), (1e7, 5e-5))
+    assert attention_curve(curves, "bf16", head_dim=64) == ((1e6, 3e-5),)  # an earlier profile's one curve
+    assert attention_curve(curves, "fp16", head_dim=64) is None
+    assert find_curve(curves, None, "fp32", head_dim=8) is None
+    with pytest.raises(UserError, match="attention@<head size>"):
+        check_curves({"matmul@8:fp32": [[1, 1]]})
+    with pytest.raises(UserError, match="attention@<head size>"):
+        check_curves({"attention@x:fp32": [[1, 1]]})
+
+
+def test_a_head_of_8_is_priced_at_its_own_curve_not_at_the_flops_of_a_head_of_16() -> None:
+    """A CPU's fused attention costs about the same per head at head sizes 8 and 16 (measured), so
+    at equal FLOPs the curve of head size 8 is twice as slow; a shape of head size 8 gets it."""
+    narrow = Shape(n_layers=2, d_model=64, n_heads=8, vocab_size=256, max_seq_len=128)  # head size 8
+    curves = {"attention@8:fp32": [[1e5, 2e-5], [1e7, 2e-3]], "attention@16:fp32": [[1e5, 1e-5], [1e7, 1e-3]]}
+    spec = dataclasses.replace(CPU, op_curves=curves)
+    wide = Shape(n_layers=2, d_model=128, n_heads=8, vocab_size=256, max_seq_len=128)  # head size 16
+    kw = dict(hardware=spec, batch=1, prompt_len=64, dtype="fp32", logits="all")
+    narrow_s = predict_prefill(narrow, **kw).by_op["attention"]
+    ratio = narrow_s / predict_prefill(wide, **kw).by_op["attention"]
+    one_curve = dataclasses.replace(CPU, op_curves={"attention:fp32": curves["attention@16:fp32"]})
+    fixed = CPU.op_overhead_s * narrow.n_layers
+    assert narrow_s - fixed == pytest.approx(2 * (predict_prefill(narrow, **dict(kw, hardware=one_curve)).by_op[
+        "attention"] - fixed))  # priced by FLOPs on the head-16 curve it would be half
+    assert ratio == pytest.approx(1.0, rel=1e-9)  # 8 heads of 8 cost what 8 heads of 16 do: same scores
+
+
+def test_the_in_forward_factor_scales_curve_priced_kernels_of_eager_calls_only() -> None:
+    from depthwidth.shapes.small_ops import check_in_forward, in_forward_at
+
+    points = check_in_forward({"fp32": [[1e-4, 1.2], [1e-5, 2.0]], "bf16": 1.5})
+    assert points["fp32"] == ((1e-5, 2.0), (1e-4, 1.2))
+    assert in_forward_at(points["fp32"], 1e-6) == 2.0 and in_forward_at(points["fp32"], 1e-3) == 1.2
+    assert in_forward_at(points["fp32"], 10 ** -4.5) == pytest.approx(1.6)  # halfway in log seconds
+    assert in_forward_at(points["bf16"], 1.0) == 1.5 and in_forward_at((), 1e-5) == 1.0
+    curves = {"matmul:fp32": [[1e6, 1e-5], [1e8, 1e-3]], "gelu:fp32": [[1e3, 1e-6], [1e6, 1e-3]]}
+    plain = dataclasses.replace(CPU, op_curves=curves)
+    slow = dataclasses.replace(plain, kernel_in_forward={"fp32": 2.0})
+    kw = dict(batch=1, prompt_len=64, dtype="fp32", logits="all")
+    a, b = predict_prefill(SHAPE, hardware=plain, **kw), predict_prefill(SHAPE, hardware=slow, **kw)
+    for name in ("qkv", "mlp_up", "mlp_act", "lm_head"):  # curve-priced: twice the kernel seconds
+        fixed = CPU.op_overhead_s * (1 if name == "lm_head" else SHAPE.n_layers)
+        assert b.by_op[name] - fixed == pytest.approx(2 * (a.by_op[name] - fixed))
+    assert b.by_op["norm1"] == a.by_op["norm1"]  # no norm curve: the plain roofline
+    compiled = dict(kw, execution="compiled")
+    assert predict_prefill(SHAPE, hardware=slow, **compiled).total_s == predict_prefill(
+        SHAPE, hardware=plain, **compiled).total_s
+    assert HardwareSpec.from_dict(slow.to_dict()) == slow
+    with pytest.raises(UserError, match=r"kernel_in_forward\['fp32'\]"):
+        dataclasses.replace(CPU, kernel_in_forward={"fp32": [[1e-5, 0.0]]})

@@ -4,9 +4,12 @@ with (the roofline's one n=2048 peak is several times optimistic for the GEMMs o
 For each dtype and kernel, a few sizes from tiny to the size where the rate stops growing:
 - "matmul": `F.linear` of (m x k) by (k x n) with the shapes of a Transformer's linears, (64 x d) @
   (d x 4d) for d = 16..256 and (512 x 512 x 512); work = 2mkn FLOPs.
-- "attention": `F.scaled_dot_product_attention`, 8 heads of 16, causal prefill of 16, 64 and 256
-  tokens and one decode token over 64 and 256 keys; work = the FLOPs `shapes.flops.layer_ops` counts
-  for it (scores and values, causal keys per query).
+- "attention@<head size>": `F.scaled_dot_product_attention` at head sizes 8 to 128 with heads x head
+  size = 128 (16 heads of 8 ... 1 head of 128, so every head size has the same FLOPs at each point),
+  causal prefill of 16, 64 and 256 tokens and one decode token over 64 and 256 keys; work = the FLOPs
+  `shapes.flops.layer_ops` counts for it (scores and values, causal keys per query). A CPU's fused
+  attention costs about the same per head and score up to head size 16, so one head size cannot price
+  the others by FLOPs (`shapes.small_ops.attention_curve`).
 - "gelu": tanh GELU of 1k to 512k elements; "norm": LayerNorm of (64 x d) rows; work = elements.
 Each point is the median of the calls made in `cap_s` seconds (at least 3), minus
 the kernel's own fixed call cost: its time at the smallest size (1 token, 8 wide), which the
@@ -26,7 +29,9 @@ from depthwidth.shapes.small_ops import curve_key
 MATMUL_SIZES = ((64, 16, 64), (64, 32, 128), (64, 64, 256), (64, 128, 512), (64, 256, 1024), (512, 512, 512))
 #: (tokens, cached keys before them): prefill of T tokens is (T, 0), one decode step (1, S)
 ATTENTION_SIZES = ((16, 0), (64, 0), (256, 0), (1, 64), (1, 256))
-ATTENTION_HEADS, ATTENTION_HEAD_DIM = 8, 16
+#: head sizes with an attention curve; heads x head size is ATTENTION_WIDTH at each
+ATTENTION_HEAD_DIMS = (8, 16, 32, 64, 128)
+ATTENTION_WIDTH = 128
 GELU_SIZES = (1024, 8192, 65536, 524288)
 NORM_WIDTHS = (64, 256, 1024)
 
@@ -90,10 +95,11 @@ def measure_curves(*, dtypes: tuple[str, ...] = ("fp32",), device: str = "cpu", 
             a, w = rand(m, k), rand(n, k)
             return lambda: F.linear(a, w)
 
-        def attention(size):
+        def attention(size, head_dim):
             tokens, past = size
-            q = rand(1, ATTENTION_HEADS, tokens, ATTENTION_HEAD_DIM)
-            kv = rand(1, ATTENTION_HEADS, tokens + past, ATTENTION_HEAD_DIM)
+            heads = ATTENTION_WIDTH // head_dim
+            q = rand(1, heads, tokens, head_dim)
+            kv = rand(1, heads, tokens + past, head_dim)
             return lambda: F.scaled_dot_product_attention(q, kv, kv, is_causal=past == 0 and tokens > 1)
 
         def gelu(n):
@@ -110,9 +116,10 @@ def measure_curves(*, dtypes: tuple[str, ...] = ("fp32",), device: str = "cpu", 
             with torch.inference_mode():
                 out[curve_key("matmul", dtype)] = timed(linear, MATMUL_SIZES, lambda s: 2.0 * s[0] * s[1] * s[2],
                                                         (1, 8, 8))
-                out[curve_key("attention", dtype)] = timed(
-                    attention, ATTENTION_SIZES, lambda s: attention_flops(
-                        s[0], s[1], heads=ATTENTION_HEADS, head_dim=ATTENTION_HEAD_DIM), (1, 0))
+                for hd in ATTENTION_HEAD_DIMS:
+                    out[curve_key("attention", dtype, head_dim=hd)] = timed(
+                        lambda size, hd=hd: attention(size, hd), ATTENTION_SIZES, lambda s, hd=hd: attention_flops(
+                            s[0], s[1], heads=ATTENTION_WIDTH // hd, head_dim=hd), (1, 0))
                 out[curve_key("gelu", dtype)] = timed(gelu, GELU_SIZES, float, 8)
                 out[curve_key("norm", dtype)] = timed(norm, NORM_WIDTHS, lambda w: 64.0 * w, 8)
         finally:
@@ -120,4 +127,4 @@ def measure_curves(*, dtypes: tuple[str, ...] = ("fp32",), device: str = "cpu", 
     return out
 
 
-__all__ = ["ATTENTION_SIZES", "GELU_SIZES", "MATMUL_SIZES", "NORM_WIDTHS", "attention_flops", "measure_curves"]
+__all__ = ["ATTENTION_HEAD_DIMS", "ATTENTION_SIZES", "ATTENTION_WIDTH", "GELU_SIZES", "MATMUL_SIZES", "NORM_WIDTHS", "attention_flops", "measure_curves"]

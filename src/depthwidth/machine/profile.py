@@ -28,7 +28,7 @@ from depthwidth.errors import UserError
 from depthwidth.files import read_json, write_text
 from depthwidth.machine.device import DEVICE_KINDS
 from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec, match_gpu
-from depthwidth.shapes.small_ops import check_curves
+from depthwidth.shapes.small_ops import check_curves, check_in_forward
 
 SCHEMA = 1
 GEMM_PATHS = ("best", "torch.mm", "mkldnn_linear")
@@ -86,6 +86,9 @@ class HardwareProfile:
             device only emulates (its peak is the probe's rate, never an n=2048 timing).
         op_curves: kernel time against size, "kernel:dtype" -> [[work, seconds], ...]
             (`depthwidth.machine.gemm_curve`, `depthwidth.shapes.small_ops`); empty when not measured.
+        kernel_in_forward: dtype -> [[curve seconds of a kernel call, factor], ...]: seconds of those
+            kernels inside an eager forward over their curve seconds, measured on reference forwards
+            with the curves (`depthwidth.bench.hw.in_forward_points`); empty when not measured.
     """
 
     device: str
@@ -102,6 +105,7 @@ class HardwareProfile:
     quick: bool = False
     emulated: Mapping[str, float] = field(default_factory=dict)
     op_curves: Mapping[str, Any] = field(default_factory=dict)
+    kernel_in_forward: Mapping[str, Any] = field(default_factory=dict)
     schema: int = SCHEMA
 
     def __post_init__(self) -> None:
@@ -117,6 +121,7 @@ class HardwareProfile:
         _check_positive("copy_bandwidth", self.copy_bandwidth, allow_none=True)
         _check_positive("op_overhead_s", self.op_overhead_s, allow_none=True, low_inclusive=True)
         _check_positive("mem_capacity", self.mem_capacity)
+        object.__setattr__(self, "kernel_in_forward", check_in_forward(self.kernel_in_forward))
         if (self.copy_bandwidth is None) != (self.op_overhead_s is None):
             raise UserError("copy_bandwidth and op_overhead_s are both measured or both null (a GEMM-only profile)")
         if self.schema != SCHEMA:
@@ -161,6 +166,8 @@ class HardwareProfile:
             "mem_capacity": self.mem_capacity, "gemm": [g.to_dict() for g in self.gemm],
             **({"emulated": dict(self.emulated)} if self.emulated else {}),  # (absent: the layout of before)
             **({"op_curves": {k: [list(p) for p in v] for k, v in self.op_curves.items()}} if self.op_curves else {}),
+            **({"kernel_in_forward": {k: [list(p) for p in v] for k, v in self.kernel_in_forward.items()}}
+               if self.kernel_in_forward else {}),
         }
 
     @classmethod
@@ -238,6 +245,7 @@ def profile_to_hardware(profile: HardwareProfile, *, gemm_path: str = "best") ->
         mem_bandwidth=profile.copy_bandwidth, mem_capacity=profile.mem_capacity, flops_efficiency=1.0,
         bandwidth_efficiency=1.0, train_mfu=mfu, op_overhead_s=profile.op_overhead_s,
         op_curves=profile.op_curves, dispatch_overhead_s=profile.op_overheads.get("dispatch_op"),
+        kernel_in_forward=profile.kernel_in_forward,
         source=f"measured by depthwidth hw measure on {profile.created} (torch {profile.torch_version}, "
                f"{'quick' if profile.quick else 'full'} run)", **links,
     )

@@ -28,7 +28,7 @@ from depthwidth import serial
 from depthwidth.errors import UserError
 from depthwidth.shapes.checks import check_choice
 from depthwidth.shapes.activations import DTYPE_BYTES as _STORAGE_BYTES
-from depthwidth.shapes.small_ops import check_curves
+from depthwidth.shapes.small_ops import check_curves, check_in_forward
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 #: bytes per element of each compute dtype: the storage sizes of `activations.DTYPE_BYTES`, plus tf32
@@ -81,6 +81,10 @@ class HardwareSpec(serial.Serializable):
             `depthwidth.shapes.small_ops`); empty for table rows, which keep the plain roofline.
         dispatch_overhead_s: measured fixed seconds per aten op an eager call dispatches (used when a
             prediction is given the call's dispatched-op count), None when not measured.
+        kernel_in_forward: dtype -> (curve seconds of a kernel call, factor) points: how much slower
+            the curve-priced kernels run inside an eager forward than their curves (timed back to back)
+            say, measured on reference forwards (`depthwidth.bench.hw.in_forward_points`;
+            `depthwidth.shapes.small_ops.in_forward_at`); a dtype without points counts 1.0.
     """
 
     name: str
@@ -99,6 +103,7 @@ class HardwareSpec(serial.Serializable):
     source: str = field(default="")
     op_curves: Mapping[str, Any] = field(default_factory=dict)
     dispatch_overhead_s: float | None = None
+    kernel_in_forward: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -125,6 +130,11 @@ class HardwareSpec(serial.Serializable):
         object.__setattr__(self, "op_curves", check_curves(self.op_curves))
         if self.dispatch_overhead_s is not None:
             _check_nonneg("dispatch_overhead_s", self.dispatch_overhead_s)
+        object.__setattr__(self, "kernel_in_forward", check_in_forward(self.kernel_in_forward))
+
+    def in_forward(self, dtype: str) -> tuple[tuple[float, float], ...]:
+        """The measured in-forward points of `dtype`'s kernels, () when not measured."""
+        return self.kernel_in_forward.get(dtype, ())
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for `dtype`; ValueError naming the supported dtypes otherwise."""

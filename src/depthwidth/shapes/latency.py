@@ -66,7 +66,7 @@ from depthwidth.shapes.ops import (
 )
 from depthwidth.shapes.pipeline import bubble_ratio
 from depthwidth.shapes.shape import Shape
-from depthwidth.shapes.small_ops import EXECUTIONS, KERNEL_OPS, curve_key, fixed_ops, op_cost, op_kernel, train_launch_s
+from depthwidth.shapes.small_ops import EXECUTIONS, KERNEL_OPS, find_curve, fixed_ops, op_cost, op_kernel, train_launch_s
 
 LOGITS = ("all", "last")
 KINDS = ("prefill", "decode", "forward", "train_step")
@@ -232,10 +232,10 @@ def _roofline(
     compute_s = memory_s = overhead_s = total_flops = total_bytes = 0.0
     for op in ops:
         kernel = op_kernel(op.name, ffn=shape.ffn, norm=shape.norm)
-        curve = hw.op_curves.get(curve_key(kernel, dtype)) if kernel else None
+        curve = find_curve(hw.op_curves, kernel, dtype, head_dim=shape.head_dim)
         fixed = 0.0 if counted or not fixed_ops(execution, inventory_op=op.name) else hw.op_overhead_s
         cost = op_cost(op, split=tp_split(op.name), tp=tp, size=size, peak=peak, bandwidth=bandwidth,
-                       overhead_s=fixed, curve=curve)
+                       overhead_s=fixed, curve=curve, in_forward=hw.in_forward(dtype) if execution == "eager" else None)
         if cost.compute_bound:
             compute_s += cost.roof_s
         else:
