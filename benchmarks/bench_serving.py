@@ -133,6 +133,12 @@ def main() -> int:
                          *(x for b in BATCHES for x in (f"{tp[b].tokens_per_s:,.0f}",
                                                         f"{tp[b].predicted_tokens_per_s:,.0f}", f"{tp[b].ratio:.2f}")))
     console.print(lat)
+    for dtype in dtypes:
+        for kind, keys in (("prefill", [("prefill", PROMPT)]), ("decode", [("decode", c) for c in CONTEXTS])):
+            ratios = [best[(shape.label(), dtype)][key].ratio for shape in shapes for key in keys]
+            worst = max(ratios, key=lambda r: max(r, 1 / r))
+            console.print(f"{dtype} {kind}: measured/predicted median {sorted(ratios)[len(ratios) // 2]:.2f}, "
+                          f"worst {worst:.2f} (range {min(ratios):.2f}-{max(ratios):.2f})")
     console.print(tput)
 
     depth = Table(title=f"Deepest / shallowest ({shapes[-1].label()} / {shapes[0].label()}), time ratios")
