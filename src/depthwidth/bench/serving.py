@@ -65,8 +65,9 @@ from depthwidth.shapes.shape import Shape
 def machine_hardware(*, threads: int, dtypes: tuple[str, ...] | None = None, device: str = "cpu") -> HardwareSpec:
     """The measured `HardwareSpec` of `device` at `threads` threads: its stored profile when it fits,
     else a measurement saved for the next run (`machine.cached_profile`, with the per-op cost of our
-    eager block), with the kernel curves and the per-dispatched-op cost added (and saved) when the
-    stored profile predates them (`bench.hw.add_small_op_costs`); read as "measured" is everywhere
+    eager block), with the kernel curves, the in-forward factor and the per-dispatched-op cost added
+    (one round, and saved) when the stored profile predates them (`bench.hw.add_small_op_costs`;
+    `depthwidth hw measure` measures them in three); read as "measured" is everywhere
     (`machine.measured_hardware`: torch.mm rates, the path `nn.Linear` takes). `dtypes` default to
     those native on the device."""
     from depthwidth.bench.hw import add_small_op_costs, eager_block_overhead, has_small_op_costs
@@ -74,7 +75,7 @@ def machine_hardware(*, threads: int, dtypes: tuple[str, ...] | None = None, dev
 
     profile = cached_profile(threads=threads, dtypes=dtypes, device=device, block_overhead=eager_block_overhead)
     if not has_small_op_costs(profile):
-        profile, _ = add_small_op_costs(profile, device=device)
+        profile, _ = add_small_op_costs(profile, device=device, rounds=1)
         found = find_profile(ProfileMatch(threads=profile.threads, device=profile.device,
                                           device_name=profile.device_name, torch_version=profile.torch_version,
                                           full=True, complete=True, eager_block=True))
