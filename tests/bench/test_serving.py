@@ -140,7 +140,8 @@ def _stored_profile(*, threads: int, block: bool = True, small_ops: bool = True)
     from depthwidth.machine import EAGER_BLOCK_OP, HardwareProfile, device_name, profile_path, save_profile
 
     overheads = {"add": 1e-6, **({EAGER_BLOCK_OP: 4e-6} if block else {}), **({"dispatch_op": 2e-6} if small_ops else {})}
-    curves = {"matmul:fp32": [[1e6, 1e-5]], "attention@16:fp32": [[1e6, 2e-5]]} if small_ops else {}
+    curves = {"matmul:fp32": [[1e6, 1e-5]], "gemv:fp32": [[1e4, 1e-6]], "attention@16:fp32": [[1e6, 2e-5]]} \
+        if small_ops else {}
     profile = HardwareProfile(
         device="cpu", device_name=device_name("cpu"), threads=threads, gemm=(), peak_flops={"fp32": 1e11, "bf16": 2e11},
         copy_bandwidth=2e10, op_overhead_s=4e-6, op_overheads=overheads, mem_capacity=8e9,
@@ -181,7 +182,7 @@ def test_a_profile_of_an_earlier_version_gets_its_small_op_costs_once(tmp_path, 
     path = _stored_profile(threads=1, small_ops=False)  # an old profile: no curves, no dispatch cost
     spec = bench_hardware("measured", threads=1)
     stored = load_profile(path)
-    assert {"matmul:fp32", "attention@8:fp32", "attention@128:fp32", "gelu:fp32", "norm:fp32"} <= set(stored.op_curves)
+    assert {"matmul:fp32", "gemv:fp32", "attention@8:fp32", "attention@128:fp32", "gelu:fp32", "norm:fp32"} <= set(stored.op_curves)
     factors = stored.kernel_in_forward["fp32"]  # one point per reference forward, by seconds per kernel call
     assert len(factors) == len(IN_FORWARD_SHAPES) and all(t > 0 and 0 < f < 100 for t, f in factors)
     assert spec.in_forward("fp32") == factors

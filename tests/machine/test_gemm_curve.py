@@ -8,6 +8,7 @@ from depthwidth.machine.gemm_curve import (
     ATTENTION_HEAD_DIMS,
     ATTENTION_SIZES,
     ATTENTION_WIDTH,
+    GEMV_SIZES,
     MATMUL_SIZES,
     attention_flops,
     measure_curves,
@@ -37,7 +38,9 @@ def test_measured_curves_cover_every_kernel_in_a_fraction_of_a_second() -> None:
     start = time.perf_counter()
     curves = check_curves(measure_curves(dtypes=("fp32",), cap_s=0.001, repeat=3))
     assert time.perf_counter() - start < 5
-    assert set(curves) == {"matmul:fp32", "gelu:fp32", "norm:fp32", *(f"attention@{hd}:fp32" for hd in (8, 16, 32, 64, 128))}
+    assert set(curves) == {"matmul:fp32", "gemv:fp32", "gelu:fp32", "norm:fp32",
+                           *(f"attention@{hd}:fp32" for hd in (8, 16, 32, 64, 128))}
+    assert [w for w, _ in curves["gemv:fp32"]] == [2.0 * k * n for _, k, n in GEMV_SIZES]
     works = {key: [w for w, _ in curve] for key, curve in curves.items() if key.startswith("attention@")}
     assert len({tuple(w) for w in works.values()}) == 1  # the same FLOPs at each point
     matmul = curves["matmul:fp32"]

@@ -167,3 +167,17 @@ def test_the_in_forward_factor_scales_curve_priced_kernels_of_eager_calls_only()
     assert HardwareSpec.from_dict(slow.to_dict()) == slow
     with pytest.raises(UserError, match=r"kernel_in_forward\['fp32'\]"):
         dataclasses.replace(CPU, kernel_in_forward={"fp32": [[1e-5, 0.0]]})
+
+
+def test_a_one_row_matmul_takes_the_gemv_curve_where_there_is_one() -> None:
+    curves = {"matmul:fp32": [[1e4, 1e-4], [1e8, 1.0]], "gemv:fp32": [[1e4, 5e-4], [1e8, 5.0]]}  # kernel-bound
+    spec = dataclasses.replace(CPU, op_curves=curves)
+    no_gemv = dataclasses.replace(CPU, op_curves={"matmul:fp32": curves["matmul:fp32"]})
+    fixed = CPU.op_overhead_s * SHAPE.n_layers
+    decode = predict_decode(SHAPE, hardware=spec, batch=1, context=64, dtype="fp32").by_op["mlp_up"] - fixed
+    plain = predict_decode(SHAPE, hardware=no_gemv, batch=1, context=64, dtype="fp32").by_op["mlp_up"] - fixed
+    assert decode == pytest.approx(5 * plain)  # one row: the gemv curve, five times the matmul one here
+    kw = dict(batch=2, context=64, dtype="fp32")  # two rows: the matmul curve
+    assert predict_decode(SHAPE, hardware=spec, **kw).total_s == predict_decode(SHAPE, hardware=no_gemv, **kw).total_s
+    kw = dict(batch=1, prompt_len=64, dtype="fp32", logits="all")
+    assert predict_prefill(SHAPE, hardware=spec, **kw).total_s == predict_prefill(SHAPE, hardware=no_gemv, **kw).total_s

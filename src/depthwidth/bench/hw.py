@@ -155,8 +155,9 @@ def in_forward_points(hardware, *, device: str = "cpu", dtype: str = "fp32", rou
 
 def has_small_op_costs(profile: HardwareProfile) -> bool:
     """Whether `profile` has every small-op cost this version measures (a profile without attention
-    curves per head size or without the in-forward factor is measured again)."""
-    return (any(key.startswith("attention@") for key in profile.op_curves) and DISPATCH_OP in profile.op_overheads
+    curves per head size, a one-row GEMM curve or the in-forward factor is measured again)."""
+    return (any(key.startswith("attention@") for key in profile.op_curves)
+            and any(key.startswith("gemv:") for key in profile.op_curves) and DISPATCH_OP in profile.op_overheads
             and bool(profile.kernel_in_forward))
 
 

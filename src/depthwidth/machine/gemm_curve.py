@@ -4,6 +4,8 @@ with (the roofline's one n=2048 peak is several times optimistic for the GEMMs o
 For each dtype and kernel, a few sizes from tiny to the size where the rate stops growing:
 - "matmul": `F.linear` of (m x k) by (k x n) with the shapes of a Transformer's linears, (64 x d) @
   (d x 4d) for d = 16..256 and (512 x 512 x 512); work = 2mkn FLOPs.
+- "gemv": the same `F.linear` with one row, (1 x d) @ (d x 4d) for d = 16..512: what a batch-1
+  decode step's linears run (on a CPU a different kernel path from 64 rows; bf16 most of all).
 - "attention@<head size>": `F.scaled_dot_product_attention` at head sizes 8 to 128 with heads x head
   size = 128 (16 heads of 8 ... 1 head of 128, so every head size has the same FLOPs at each point),
   causal prefill of 16, 64 and 256 tokens and one decode token over 64 and 256 keys; work = the FLOPs
@@ -27,6 +29,8 @@ from depthwidth.machine.device import device_kind
 from depthwidth.shapes.small_ops import curve_key
 
 MATMUL_SIZES = ((64, 16, 64), (64, 32, 128), (64, 64, 256), (64, 128, 512), (64, 256, 1024), (512, 512, 512))
+#: one-row products (a batch-1 decode step's linears): (1 x d) @ (d x 4d)
+GEMV_SIZES = ((1, 16, 64), (1, 64, 256), (1, 128, 512), (1, 256, 1024), (1, 512, 2048))
 #: (tokens, cached keys before them): prefill of T tokens is (T, 0), one decode step (1, S)
 ATTENTION_SIZES = ((16, 0), (64, 0), (256, 0), (1, 64), (1, 256))
 #: head sizes with an attention curve; heads x head size is ATTENTION_WIDTH at each
@@ -116,6 +120,7 @@ def measure_curves(*, dtypes: tuple[str, ...] = ("fp32",), device: str = "cpu", 
             with torch.inference_mode():
                 out[curve_key("matmul", dtype)] = timed(linear, MATMUL_SIZES, lambda s: 2.0 * s[0] * s[1] * s[2],
                                                         (1, 8, 8))
+                out[curve_key("gemv", dtype)] = timed(linear, GEMV_SIZES, lambda s: 2.0 * s[1] * s[2], (1, 8, 8))
                 for hd in ATTENTION_HEAD_DIMS:
                     out[curve_key("attention", dtype, head_dim=hd)] = timed(
                         lambda size, hd=hd: attention(size, hd), ATTENTION_SIZES, lambda s, hd=hd: attention_flops(
@@ -127,4 +132,4 @@ def measure_curves(*, dtypes: tuple[str, ...] = ("fp32",), device: str = "cpu", 
     return out
 
 
-__all__ = ["ATTENTION_HEAD_DIMS", "ATTENTION_SIZES", "ATTENTION_WIDTH", "GELU_SIZES", "MATMUL_SIZES", "NORM_WIDTHS", "attention_flops", "measure_curves"]
+__all__ = ["ATTENTION_HEAD_DIMS", "GEMV_SIZES", "ATTENTION_SIZES", "ATTENTION_WIDTH", "GELU_SIZES", "MATMUL_SIZES", "NORM_WIDTHS", "attention_flops", "measure_curves"]

@@ -232,7 +232,7 @@ def _roofline(
     compute_s = memory_s = overhead_s = total_flops = total_bytes = 0.0
     for op in ops:
         kernel = op_kernel(op.name, ffn=shape.ffn, norm=shape.norm)
-        curve = find_curve(hw.op_curves, kernel, dtype, head_dim=shape.head_dim)
+        curve = find_curve(hw.op_curves, kernel, dtype, head_dim=shape.head_dim, rows=batch * new_tokens)
         fixed = 0.0 if counted or not fixed_ops(execution, inventory_op=op.name) else hw.op_overhead_s
         cost = op_cost(op, split=tp_split(op.name), tp=tp, size=size, peak=peak, bandwidth=bandwidth,
                        overhead_s=fixed, curve=curve, in_forward=hw.in_forward(dtype) if execution == "eager" else None)

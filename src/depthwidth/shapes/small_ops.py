@@ -9,13 +9,14 @@ dispatches about three aten ops (views, splits, cache writes, residual adds, dro
 each with its own fixed cost. Two measured corrections close that gap:
 
 - **Kernel curves** (`OpCurves`, measured by `depthwidth.machine.gemm_curve`): for each kernel
-  ("matmul", "attention", "gelu", "norm") and dtype, points (work, seconds) timed on a few sizes, with
+  ("matmul", "gemv", "attention", "gelu", "norm") and dtype, points (work, seconds) timed on a few sizes, with
   the kernel's own fixed call cost (its time at the smallest size) taken out. Attention has one curve
   per head size ("attention@8:fp32", ...; `attention_curve`): a fused CPU attention costs about the
   same per head and score at head sizes 8 and 16, so at equal FLOPs a head of 8 takes twice the time
   of a head of 16 (measured: 64 causal tokens, 9 heads of 8 in 47 us, 8 heads of 16 in 46 us), and a
-  curve of one head size priced every other one by FLOPs alone. `work` is FLOPs for
-  matmul and attention (2 per multiply-add, causal keys per query as `shapes.flops` counts them) and
+  curve of one head size priced every other one by FLOPs alone. A matmul of one row (a batch-1
+  decode step) has its own "gemv" curve (bf16 on an AMX Xeon: (1 x 80) @ (80 x 320) in 54 us, where
+  fp32 takes 10 us and 64 rows of bf16 62 us). `work` is FLOPs for matmul, gemv and attention (2 per multiply-add, causal keys per query as `shapes.flops` counts them) and
   elements written for gelu and norm. Between points the time is interpolated in log-log; beyond the
   largest point at its rate, below the smallest in proportion to work. An op with a curve costs
   max(curve(work), bytes / bandwidth); one without keeps the roofline.
@@ -49,7 +50,7 @@ from typing import Any
 from depthwidth.errors import UserError
 from depthwidth.shapes.ops import ATTENTION, ATTN_OUT, FINAL_NORM, LM_HEAD, MLP_ACT, MLP_DOWN, MLP_UP, NORM1, NORM2, QKV
 
-KERNELS = ("matmul", "attention", "gelu", "norm")
+KERNELS = ("matmul", "gemv", "attention", "gelu", "norm")
 #: The execution a prediction assumes (`depthwidth.shapes.latency`): "eager" pays a fixed cost per
 #: dispatched op; "compiled" (torch.compile) fuses elementwise ops into generated kernels, so only the
 #: matmul and attention kernels keep a launch; "graph" (CUDA graphs) replays every launch at once.
@@ -184,10 +185,13 @@ def attention_curve(curves: OpCurves, dtype: str, *, head_dim: int) -> Curve | N
     return tuple((w, sa * (sb / sa) ** f if sa > 0 and sb > 0 else sa + (sb - sa) * f) for w, sa, sb in points)
 
 
-def find_curve(curves: OpCurves, kernel: str | None, dtype: str, *, head_dim: int) -> Curve | None:
-    """The curve that prices `kernel` in `dtype` for a shape of `head_dim`, or None."""
+def find_curve(curves: OpCurves, kernel: str | None, dtype: str, *, head_dim: int, rows: int = 2) -> Curve | None:
+    """The curve that prices `kernel` in `dtype` for a shape of `head_dim`, or None; a matmul of one
+    row (`rows` = 1: a batch-1 decode step) takes the "gemv" curve where the profile has one."""
     if kernel is None:
         return None
+    if kernel == "matmul" and rows == 1 and curve_key("gemv", dtype) in curves:
+        return curves[curve_key("gemv", dtype)]
     if kernel == "attention":
         return attention_curve(curves, dtype, head_dim=head_dim)
     return curves.get(curve_key(kernel, dtype))
