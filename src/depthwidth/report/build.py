@@ -12,6 +12,7 @@ from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.recommend import Constraints, Recommendation, recommend
 from depthwidth.report.rows import StudyData
 from depthwidth.report.shape_law import ShapeLaw, shape_law
+from depthwidth.report.stability import Stability, stability
 from depthwidth.report.study_tables import Comparison, comparison
 from depthwidth.report.targets import STUDY, TargetEstimate, estimate_target, hardware_label, resolve_target
 from depthwidth.report.trends import TrendPoint, TrendReport, fit_trends
@@ -28,6 +29,7 @@ class Report:
     recommendation: Recommendation
     shape_law: ShapeLaw | None = None  # the shape-aware law and its prescription (`report.shape_law`)
     budgets: BudgetRanking | None = None  # the ranking against budget (`report.budgets`)
+    stability: Stability | None = None  # decision accuracy of the cheaper proxies (`report.stability`)
 
     def to_dict(self) -> dict:
         return {"study": self.study.to_dict(), "hardware": self.hardware,
@@ -35,7 +37,8 @@ class Report:
                 "trends": self.trends.to_dict(), "noise": self.noise.to_dict(),
                 "recommendation": self.recommendation.to_dict(),
                 "shape_law": None if self.shape_law is None else self.shape_law.to_dict(),
-                "budgets": None if self.budgets is None else self.budgets.to_dict()}
+                "budgets": None if self.budgets is None else self.budgets.to_dict(),
+                "stability": None if self.stability is None else self.stability.to_dict()}
 
 
 def default_hardware(study: StudyData) -> str:
@@ -93,8 +96,11 @@ def build_report(
     law = shape_law(study, limits=_law_limits(hw), n_bootstrap=n_bootstrap, seed=seed, n_splits=10) \
         if study.results else None
     budgets = budget_ranking(study.results, seconds_of=_seconds_of(study, hw))
+    # the validity gate (`ShapeResult.learned`, None: not judged) where the results carry it
+    stab = stability(study.results, learned=lambda r: getattr(r, "learned", None) is not False,
+                     n_bootstrap=n_bootstrap, seed=seed)
     return Report(study=study, hardware=hw, targets=targets, table=table, trends=trends, noise=noise,
-                  recommendation=rec, shape_law=law, budgets=budgets)
+                  recommendation=rec, shape_law=law, budgets=budgets, stability=stab)
 
 
 def _seconds_of(study: StudyData, hw: str):

@@ -50,6 +50,7 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     from depthwidth.report.inspect_panel import plot_inspection
     from depthwidth.report.probe_plots import plot_probes
     from depthwidth.report.shape_panel import plot_shape_law
+    from depthwidth.report.stability_plot import plot_stability
     from depthwidth.report.study_tradeoff import plot_tradeoffs
     from depthwidth.report.targets import STUDY
 
@@ -75,7 +76,7 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     notes += [f"trade-off picture left out for {x}" for x in skipped]
     figures += [sp.plot_slices(s, out), plot_probes(s, out), plot_inspection(s, out), sp.plot_latency_check(s, out),
                 sp.plot_fits(s, report.trends, out), plot_shape_law(report.shape_law, out),
-                plot_budgets(report.budgets, out, hardware=report.table.hardware)]
+                plot_budgets(report.budgets, out, hardware=report.table.hardware), plot_stability(report.stability, out)]
     names = ("basin", "curves", "pareto_latency", "pareto_throughput")
     for name, fig in zip(names, figures[:4]):
         if fig is None:
@@ -167,6 +168,9 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
                       f"(interval {c.low:,.0f} to {c.high:,.0f})"
                       + ("" if c.resolved else "; within the seed noise") for c in lad.crossovers]
         lines.append("- the learning rate of every horizon is the one chosen at the full horizon")
+    if report.stability is not None and report.stability.lines:
+        lines += ["", "## Verdict stability", ""]
+        lines += [f"- {_md_escape(x)}" for x in report.stability.lines]
     lines += ["", "## Trend fits", ""]
     for f in report.trends.families:
         if f.fit is None:

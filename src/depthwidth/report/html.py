@@ -15,6 +15,7 @@ from typing import Sequence
 from depthwidth.report.budget_plots import budgets_html
 from depthwidth.report.build import Report
 from depthwidth.report.shape_panel import imported_note, panel_html
+from depthwidth.report.stability_plot import NAME as STABILITY_FIGURE, stability_html
 from depthwidth.report.study_plots import Figure
 from depthwidth.present.units import count, nbytes, number, or_dash
 from depthwidth.report.study_tables import LOSS_KEYS, SPEED_KEYS
@@ -170,7 +171,8 @@ def render_html(report: Report, figures: Sequence[Figure], *, notes: Sequence[st
     s = report.study
     rec = report.recommendation
     glance = rec.verdict + (f" Trade: {rec.trade}." if rec.trade else "")
-    plots = "".join(_img(f) for f in figures) or '<p class="muted">Nothing to plot.</p>'
+    plots = "".join(_img(f) for f in figures if f.name != STABILITY_FIGURE) or '<p class="muted">Nothing to plot.</p>'
+    stab_fig = next((f for f in figures if f.name == STABILITY_FIGURE), None)  # drawn in its own section
     plot_notes = "".join(f'<p class="muted">{_e(n)}</p>' for n in notes)
     sections = [
         f"<h1>Depth versus width: {_e(s.name)}</h1>",
@@ -183,6 +185,7 @@ def render_html(report: Report, figures: Sequence[Figure], *, notes: Sequence[st
         '<p class="muted">The highlighted row is the recommendation. Every column is in results.csv.</p>',
         f'<h2 id="plots">Plots</h2>{plots}{plot_notes}',
         f'<h2 id="budgets">Ranking against budget</h2>{budgets_html(report.budgets)}',
+        f'<h2 id="stability">Verdict stability</h2>{stability_html(report.stability, stab_fig, img=_img)}',
         f'<h2 id="fits">Trend fits</h2>{_fits(report)}',
         f'<h2 id="shape-law">Shape-aware law and prescription</h2>{panel_html(report.shape_law)}',
         f'<h2 id="recommendation">Recommendation</h2>{_recommendation(report)}',
