@@ -182,3 +182,43 @@ def test_demo_is_a_ladder_of_three_scales_with_one_transferred_lr_and_sp_at_one_
     assert len([r for r in expansion.train_runs if r.parent is None]) == 4 + 8
     assert len([r for r in expansion.train_runs if r.parent is not None]) == 2 * 12
     assert spec.lr.verify == 2  # the transfer is checked at the largest scale: N600K's extremes at LR/2, 2 LR
+
+
+def _transfer(extra: str) -> str:
+    """GOOD under CompleteP with its shape as the LR proxy, plus `extra` lines in [lr]."""
+    return (GOOD.replace("tokens = 10000", 'tokens = 10000\nparametrization = "completep"')
+            .replace("grid = [1e-3, 3e-3]", f'grid = [1e-3, 3e-3]\ntransfer_from = "L2-H32-A2"\n{extra}'))
+
+
+def test_verify_adapt_parses_with_its_trial_budget():
+    lr = parse_spec(_transfer('verify = "adapt"'), source="s.toml").lr
+    assert (lr.verify, lr.adapts, lr.verify_count, lr.adapt_trials, lr.extra_trials) == ("adapt", True, 2, None, 3)
+    lr = parse_spec(_transfer('verify = "adapt"\nadapt_trials = 5'), source="s.toml").lr
+    assert (lr.adapt_trials, lr.extra_trials) == (5, 5)
+    for count in (0, 2, 4):  # the numbers keep their meaning
+        lr = parse_spec(_transfer(f"verify = {count}"), source="s.toml").lr
+        assert (lr.verify, lr.adapts, lr.verify_count, lr.extra_trials) == (count, False, count, 0)
+
+
+@pytest.mark.parametrize("extra, key, words", [
+    ('verify = "maybe"', "lr.verify", "expected 0, 2, 4 or 'adapt', got 'maybe' (string)"),
+    ("verify = 6", "lr.verify", "expected 0, 2, 4 or 'adapt', got 6 (integer)"),
+    ("verify = true", "lr.verify", "expected 0, 2, 4 or 'adapt', got True (boolean)"),
+    ("verify = 2.0", "lr.verify", "expected 0, 2, 4 or 'adapt', got 2.0 (number)"),
+    ("verify = 3", "lr.verify", "verify=3: give 0, 2 or 4 (learning rates below and above the transferred one in "
+                                "equal numbers), or 'adapt'"),
+    ("verify = 2\nadapt_trials = 3", "lr.adapt_trials", "adapt_trials is a setting of verify = 'adapt'"),
+    ('verify = "adapt"\nadapt_trials = 0', "lr.adapt_trials", "expected an integer in [1, 16]"),
+    ('verify = "adapt"\nadapt_trials = 17', "lr.adapt_trials", "expected an integer in [1, 16] (extra learning rates"),
+    ('verify = "adapt"\nadapt_trials = "3"', "lr.adapt_trials", "expected an integer >= 1, got '3' (string)"),
+])
+def test_verify_and_adapt_trials_rejections(extra, key, words):
+    text = _transfer(extra)
+    err = error_of(text)
+    assert err.key == key and words in err.message
+    assert text.splitlines()[err.line - 1].startswith(key.split(".")[1])  # the line of the key itself
+
+
+def test_verify_adapt_needs_a_transfer():
+    err = error_of(GOOD.replace("grid = [1e-3, 3e-3]", 'grid = [1e-3, 3e-3]\nverify = "adapt"'))
+    assert err.key == "lr.verify" and "it needs transfer_from" in err.message

@@ -63,6 +63,7 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
                     key=lambda pd: (pd[0], int(pd[1])))
     comm = any(r.comm_bytes_per_token is not None for r in study.results)
     inspect = any(r.effective_depth is not None for r in study.results)
+    adapted = any(r.lr_adapted for r in study.results)
     columns = [
         Column(key="group", title="budget"),
         Column(key="shape", title="shape"),
@@ -76,6 +77,7 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         Column(key="val_loss", title="val loss", fmt=_f(4), note="mean over seeds at the best LR"),
         Column(key="val_loss_std", title="± (seeds)", fmt=_f(4), note="standard deviation over seeds"),
         Column(key="n_seeds", title="seeds"),
+        *(ADAPT_TABLE if adapted else ()),
         *[Column(key=f"slice:{s}", title=f"loss {s}", fmt=_f(4)) for s in slices],
         *[Column(key=f"probe:{p}:{d}", title=f"{p} k={d} err", fmt=_f(3),
                  note=f"token error on held-out {p} rows at k={d} (1 - token accuracy), mean over seeds")
@@ -108,7 +110,8 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         t = targets.get(r.key)
         rows.append(_row(r, t, slices, comm=comm)
                     | {f"probe:{p}:{d}": _probe_value(r, p, d) for p, d in probes}
-                    | ({c.key: getattr(r, c.key) for c in INSPECT_TABLE} if inspect else {}))
+                    | ({c.key: getattr(r, c.key) for c in INSPECT_TABLE} if inspect else {})
+                    | ({c.key: getattr(r, c.key) for c in ADAPT_TABLE} if adapted else {}))
     return Comparison(columns=tuple(columns), rows=tuple(rows), hardware=hardware)
 
 
@@ -198,18 +201,28 @@ INSPECT_TABLE = (
            note="the whole model's loss on the inspected windows"),
 )
 
+#: `[lr] verify = "adapt"` columns (`depthwidth.study.verify`), in the table only when some shape was re-tuned:
+#: its result (best LR, val loss) is the re-tune's, these the transferred LR's (empty for shapes not re-tuned)
+ADAPT_TABLE = (
+    Column(key="lr_transferred", title="transferred LR", fmt=_g(3),
+           note="the LR transferred from the proxy, before the shape's group was re-tuned"),
+    Column(key="transferred_loss", title="transferred loss", fmt=_f(4),
+           note="mean over seeds at the transferred LR"),
+)
+
 #: the page shows the comparison as two tables: shape and loss, then speed and memory (warnings listed apart)
 LOSS_KEYS = ("group", "shape", "n_layers", "d_model", "params", "non_embedding_params", "aspect_ratio",
              "train_flops_per_token", "best_lr", "lr_edge", "lr_search", "lr_optimum", "val_loss", "val_loss_std",
-             "n_seeds", "int8_loss_change", "effective_depth", "most_important_block", "least_important_block")
+             "n_seeds", "lr_transferred", "transferred_loss", "int8_loss_change", "effective_depth",
+             "most_important_block", "least_important_block")
 SPEED_KEYS = ("group", "shape", "tokens_per_s", "mfu", "peak_memory_bytes", "measured_prefill_ms",
               "measured_decode_ms", "bench_ratio", "target_prefill_ms", "target_decode_ms", "target_source",
               *(c.key for c in COMM_TABLE))
 
 #: the columns report.md shows (the HTML page and the CSV have all of them)
 MARKDOWN_KEYS = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr",
-                 "val_loss", "val_loss_std", "n_seeds", "tokens_per_s", "comm_bytes_per_token", "measured_decode_ms",
-                 "target_decode_ms")
+                 "val_loss", "val_loss_std", "n_seeds", "lr_transferred", "transferred_loss", "tokens_per_s",
+                 "comm_bytes_per_token", "measured_decode_ms", "target_decode_ms")
 
-__all__ = ["COMM_TABLE", "Column", "Comparison", "INSPECT_TABLE", "LOSS_KEYS", "MARKDOWN_KEYS", "SPEED_KEYS",
-           "comparison"]
+__all__ = ["ADAPT_TABLE", "COMM_TABLE", "Column", "Comparison", "INSPECT_TABLE", "LOSS_KEYS", "MARKDOWN_KEYS",
+           "SPEED_KEYS", "comparison"]

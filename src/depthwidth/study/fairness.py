@@ -16,6 +16,9 @@ Over the training runs the current spec asks for:
 - lr (transfer): every shape other than the proxy at the same learning rate, one the proxy tried;
 - seeds: the same seeds for every shape of a group.
 - device: every completed run trained on the same kind of device (cpu or cuda), so speeds compare.
+- re-tuned groups (`[lr] verify = "adapt"`, `depthwidth.study.verify`): a re-tune's runs are results, so they
+  join the data, settings, tokens and data-order checks; every shape of a re-tuned group the same number of
+  re-tuned learning rates within the budget its runs record (not compared with shapes of other groups);
 - settings allow the study's factor (`[train] parametrization = [...]`) to differ between groups, not
   within one.
 A finding names the field, where it differs, and which runs hold which value.
@@ -33,7 +36,7 @@ from depthwidth.study.lr_search import GroupMode
 from depthwidth.study.run_config import canonical_json, run_data, run_settings, run_tokens
 from depthwidth.study.spec_train import FACTORS
 from depthwidth.study.store import ResultRecord, RunRecord
-from depthwidth.study.verify import is_verify
+from depthwidth.study.verify import adapt_trial_counts, is_adapt, is_verify
 
 FIELDS = ("data", "settings", "tokens", "time", "batch_stream_hash", "lr_trials", "lr", "seeds", "device")
 
@@ -67,6 +70,8 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
                    modes: dict[str, GroupMode] | None = None) -> FairnessReport:
     """The findings over `runs`; `modes` (group -> GroupMode) default to the grid for every group."""
     train = [r for r in runs if r.kind == "train" and not is_verify(r)]  # transfer checks are not results
+    retune = [r for r in runs if r.kind == "train" and is_adapt(r)]  # ... but a re-tune's runs may be
+    measured = train + retune
     modes = modes or {}
     findings: list[Finding] = []
 
@@ -77,16 +82,21 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
         if len(values) > 1:
             findings.append(Finding(field=field, scope=scope, values=dict(values)))
 
-    same("data", "study", [(run_data(r.config), r) for r in train])
+    same("data", "study", [(run_data(r.config), r) for r in measured])
     same("settings", "study", [({k: v for k, v in run_settings(r.config).items() if k not in FACTORS}, r)
-                               for r in train])
+                               for r in measured])
     same("lr_trials", "study", [(r.lr_trials, r) for r in train])
     same("device", "study", [(device_kind(results[r.run_id].data.get("device")), r) for r in train
                              if r.status == "completed" and r.run_id in results])
     groups: dict[str, list[RunRecord]] = defaultdict(list)
+    retuned: dict[str, list[RunRecord]] = defaultdict(list)
     for r in train:
         groups[r.group].append(r)
-    for group, members in groups.items():
+    for r in retune:
+        retuned[r.group].append(r)
+    _retune_counts(findings, same, retune)
+    for group, trials in groups.items():
+        members = trials + retuned.get(group, [])  # for what every result shares: tokens, data order
         scope = f"group {group!r}"
         if any(k in FACTORS for k in {k for r in train for k in run_settings(r.config)}):
             same("settings", scope, [(run_settings(r.config), r) for r in members])
@@ -104,7 +114,7 @@ def check_fairness(runs: list[RunRecord], results: dict[str, ResultRecord], *,
                        if r.status == "completed" and r.run_id in results and results[r.run_id].tokens is not None]
             same("tokens", scope + " (trained)", trained)
         per_shape: dict[str, list[RunRecord]] = defaultdict(list)
-        for r in members:
+        for r in trials:
             per_shape[r.shape_label].append(r)
         same("seeds", scope, [(sorted({m.seed for m in rs}), rs[0]) for rs in per_shape.values()])
         mode = modes.get(group)
@@ -134,6 +144,24 @@ def _time_budget(config: dict) -> dict | None:
 def device_kind(device: Any) -> str:
     """What a run trained on, for comparing speeds: "cpu" or "cuda" (the GPU index does not matter)."""
     return str(device or "cpu").partition(":")[0]
+
+
+def _retune_counts(findings: list[Finding], same, retune: list[RunRecord]) -> None:
+    """`[lr] verify = "adapt"` (`depthwidth.study.verify`): in each re-tuned group, no shape beyond the re-tune
+    budget its runs record, and, once none is pending, the same number of re-tuned LRs for every shape. Shapes
+    of other groups (with no re-tune, or another) are not compared with them."""
+    counts = adapt_trial_counts(retune)
+    for group, by_shape in counts.items():
+        scope = f"group {group!r} (re-tuned)"
+        over = {f"{n} > adapt_trials={budget}": [r.run_id[:10] for r in retune if r.group == group
+                                                  and r.shape_label == label]
+                for label, (n, budget) in by_shape.items() if n > budget}
+        if over:
+            findings.append(Finding(field="lr_trials", scope=scope + " (over the re-tune budget)", values=over))
+        members = [r for r in retune if r.group == group]
+        if all(r.status not in ("pending", "running") for r in members):
+            first = {label: next(r for r in members if r.shape_label == label) for label in by_shape}
+            same("lr_trials", scope, [(f"{n} of {budget}", first[label]) for label, (n, budget) in by_shape.items()])
 
 
 def _trial_counts(findings: list[Finding], same, scope: str, per_shape: dict[str, list[RunRecord]],

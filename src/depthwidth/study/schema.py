@@ -114,6 +114,24 @@ def choice(options: Sequence[str]) -> Checker:
     return check
 
 
+def integer_or(check: Checker, words: Sequence[str], *, what: str) -> Checker:
+    """An integer checked by `check`, or one of the strings `words` (`what`: the allowed values in words,
+    for the message: "0, 2, 4 or 'adapt'")."""
+    words = tuple(words)
+
+    def accept(value: Any) -> int | str:
+        if isinstance(value, str):
+            if value in words:
+                return value
+            raise _Bad(f"expected {what}, got {_describe(value)}")
+        try:
+            return check(value)
+        except _Bad:
+            raise _Bad(f"expected {what}, got {_describe(value)}") from None
+
+    return accept
+
+
 def boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise _Bad(f"expected true or false, got {_describe(value)}")
@@ -244,5 +262,5 @@ def _prefix(path: list[tuple[str, int | None]], parts: list[tuple[str, int | Non
     return True
 
 
-__all__ = ["SpecError", "array", "boolean", "build", "check_value", "checked", "choice", "integer",
+__all__ = ["SpecError", "array", "boolean", "build", "check_value", "checked", "choice", "integer", "integer_or",
            "locate", "number", "optional", "text"]

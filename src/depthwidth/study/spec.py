@@ -19,7 +19,9 @@ Sections (every key is optional unless marked):
                    bracket each shape's optimum within the same budget (`depthwidth.study.lr_search`);
                    `transfer_from = "<shape label>"` (or "smallest"): under mup/completep tune that shape
                    only and reuse its LR for the others, `transfer_seeds` seeds each; `verify = 2` (or 4)
-                   checks the transfer at the largest scale (`depthwidth.study.verify`)
+                   checks the transfer at the largest scale, `verify = "adapt"` (with `adapt_trials`) also
+                   re-tunes every shape of a group where it failed (`depthwidth.study.verify`);
+                   LRSpec lives in `depthwidth.study.spec_lr`
     [bench]        batch-1 prefill / decode latency and throughput of each shape (random weights)
     [inspect]      per-layer diagnostics (`depthwidth inspect`) of each finished shape's trained run:
                    windows (validation windows per slice), tolerance (the effective depth's, in nats);
@@ -52,10 +54,10 @@ from depthwidth.diagnose.limits import DEFAULT_TOLERANCE, MAX_WINDOWS
 from depthwidth.errors import UserError
 from depthwidth.files import read_text
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, LIMITS as SHAPE_LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KINDS
-from depthwidth.study.limits import (LIMITS, LR, bounded, bounded_number, check_study_sizes, check_tables, listed,
+from depthwidth.study.limits import (LIMITS, bounded, bounded_number, check_study_sizes, check_tables, listed,
                                      points)
-from depthwidth.study.lr_search import SEARCHES
 from depthwidth.study.spec_budget import NAME_PATTERN, BudgetSpec  # noqa: F401 (re-exported)
+from depthwidth.study.spec_lr import LRSpec  # noqa: F401 (re-exported)
 from depthwidth.study.spec_train import PLACED, TrainSpec, train_config, train_section  # noqa: F401 (re-exported)
 from depthwidth.study.schema import (
     SpecError,
@@ -74,7 +76,6 @@ from depthwidth.study.schema import (
 #: Shape fields a spec may set once for all its shapes in [model].
 MODEL_KEYS = ("ffn", "norm", "bias", "pos", "max_seq_len", "rope_theta", "parallel_residual", "norm_position",
               "final_norm", "tie_embeddings", "norm_eps")
-_DEPTH, _WIDTH = bounded(SHAPE_LIMITS, "n_layers"), bounded(SHAPE_LIMITS, "d_model")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,60 +116,6 @@ class DataSpec:
 class EvalSpec:
     every: int = checked(integer(1), 100, doc="steps between validation evaluations")
     windows: int = checked(integer(1), 32, doc="validation windows per slice")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LRSpec:
-    grid: tuple[float, ...] | None = checked(optional(listed(LR, "lrs")), None)
-    centre: float | None = checked(optional(LR), None, doc="LR at reference_width")
-    reference_width: int | None = checked(optional(_WIDTH), None)
-    exponent: float = checked(number(0.0, inclusive=True, maximum=4.0, why="muP's Adam learning rate scales as "
-                                     "width**-1"), 1.0, doc="lr ~ width**-exponent")
-    factors: tuple[float, ...] = checked(listed(bounded_number("lr_factor"), "lrs"), (0.5, 1.0, 2.0))
-    search: str = checked(choice(SEARCHES), "grid",
-                          doc="grid: the values above; bracket: start there, extend and refine (lr_search)")
-    max_trials: int | None = checked(optional(bounded(LIMITS, "lrs")), None, doc="bracket: LRs per shape, every shape")
-    step: float | None = checked(optional(bounded_number("lr_step", minimum=1.0)), None,
-                                 doc="bracket: extension ratio (default: the grid's)")
-    transfer_from: str | None = checked(optional(text(NAME_PATTERN, what="a shape label or 'smallest'")), None,
-                                        doc="tune this shape only, reuse its LR (mup/completep groups)")
-    transfer_seeds: int | None = checked(optional(integer(1, 64)), None,
-                                         doc="transfer: seeds per shape at the reused LR (default: the saved trials)")
-    verify: int = checked(integer(0, 4), 0, doc="transfer: extra LRs (2 or 4) at the largest scale's shallowest "
-                                               "and deepest shape, to see whether the optimum moved (study.verify)")
-
-    def __post_init__(self) -> None:
-        if (self.grid is None) == (self.centre is None):
-            raise UserError("give either grid = [...] or centre (with reference_width and factors)")
-        if self.centre is not None and self.reference_width is None:
-            raise UserError("a centred grid needs reference_width")
-        if self.search == "bracket":
-            if self.max_trials is None:
-                raise UserError("search = \"bracket\" needs max_trials (the learning rates every shape may try)")
-            if self.max_trials < self.trials:
-                raise UserError(f"max_trials={self.max_trials} is below the {self.trials} starting learning rates")
-        else:
-            for name in ("max_trials", "step"):
-                if getattr(self, name) is not None:
-                    raise UserError(f"{name} is a setting of search = \"bracket\"")
-        if self.transfer_seeds is not None and self.transfer_from is None:
-            raise UserError("transfer_seeds needs transfer_from")
-        if self.verify % 2:
-            raise UserError(f"verify={self.verify}: give 0, 2 or 4 (learning rates below and above the transferred one "
-                            "in equal numbers)")
-        if self.verify and self.transfer_from is None:
-            raise UserError("verify checks a transferred learning rate: it needs transfer_from")
-
-    @property
-    def trials(self) -> int:
-        return len(self.grid) if self.grid is not None else len(self.factors)
-
-    def values(self, d_model: int) -> tuple[float, ...]:
-        """The learning rates tried for a shape of width d_model, ascending."""
-        if self.grid is not None:
-            return tuple(sorted(self.grid))
-        scale = self.centre * (self.reference_width / d_model) ** self.exponent
-        return tuple(sorted(float(f"{scale * f:.6g}") for f in self.factors))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -27,7 +27,8 @@ from depthwidth.study.comm_columns import comm_columns
 from depthwidth.study.fairness import FairnessReport, check_fairness
 from depthwidth.study.selection import LRChoice, select_lrs
 from depthwidth.study.store import ResultRecord, RunRecord, Store
-from depthwidth.study.verify import split_runs, verdict, verification_losses
+from depthwidth.study.lr_search import assess
+from depthwidth.study.verify import adapt_trial_counts, is_adapt, split_runs, verdict, verification_losses
 
 
 def _lr_keys(lr_losses: dict[float, float | None]) -> dict[str, float | None]:
@@ -87,6 +88,12 @@ class ShapeResult(Serializable):
     #: transferred one (None: unfinished or diverged), and the verdict in words
     lr_verify: dict[float, float | None] = field(default_factory=dict, metadata=hook(encode=_lr_keys))
     lr_verify_note: str | None = None
+    #: `[lr] verify = "adapt"`: the shape's group failed its transfer check, so every shape was re-tuned;
+    #: best_lr, seed_losses and best_run_ids are then the re-tune's best (ties keep the transferred LR), and
+    #: the transferred LR and its seeds' losses are kept here (None / () for a shape that was not re-tuned)
+    lr_adapted: bool = False
+    lr_transferred: float | None = None
+    transferred_losses: tuple[float, ...] = field(default=(), metadata=hook(followed_by=("transferred_loss",)))
     parametrization: str = "sp"  # of the shape's runs (TrainConfig.parametrization)
     seed_losses: tuple[float, ...] = ()
     slice_losses: dict[str, float] = field(default_factory=dict)
@@ -176,6 +183,11 @@ class ShapeResult(Serializable):
         """Sample standard deviation over seeds (None with fewer than 2)."""
         return statistics.stdev(self.seed_losses) if len(self.seed_losses) > 1 else None
 
+    @property
+    def transferred_loss(self) -> float | None:
+        """A re-tuned shape's mean loss over seeds at the transferred LR (None otherwise)."""
+        return statistics.fmean(self.transferred_losses) if self.transferred_losses else None
+
 
 def _failed_rows(failed: tuple[tuple[str, str, str], ...]) -> list[dict[str, str]]:
     return [{"run_id": run_id, "label": label, "error": error} for run_id, label, error in failed]
@@ -218,7 +230,7 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
     spec = store.spec()
     modes = stored_modes(spec, runs)
     choices = select_lrs(runs, results, modes=modes, lr=spec.lr)
-    fairness = check_fairness(runs, results, modes=modes)
+    fairness = check_fairness(runs + checks, results, modes=modes)  # a re-tune's runs are results (study.verify)
     rows = _with_verification(_rows(runs, results, choices, seq_len=spec.data.seq_len), checks, results)
     rows, inspect_errors = _with_inspections(rows, store, spec)
     counts = store.counts()
@@ -230,6 +242,7 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
     warnings += [f"unfair: {f.message}" for f in fairness.findings]
     warnings += [f"{r.shape_label} ({r.group}): transfer check at {_ratio(r)} the transferred LR: {r.lr_verify_note}"
                  for r in rows if r.lr_verify_note]
+    warnings += _adapt_notes(rows, checks)
     warnings += [f"failed: {label}: {error}" for _, label, error in failed]
     warnings += [f"inspect failed: {e}" for e in inspect_errors]
     threads = sorted({t for r in runs if r.kind == "train" and r.run_id in results
@@ -243,10 +256,12 @@ def summarize(store: Store, *, running: bool = False) -> StudySummary:
 
 def _with_verification(rows: tuple[ShapeResult, ...], checks: list[RunRecord],
                        results: dict[str, ResultRecord]) -> tuple[ShapeResult, ...]:
-    """`rows` with the verification runs of each checked shape (`depthwidth.study.verify`)."""
+    """`rows` with the verification runs of each checked shape (`depthwidth.study.verify`); a shape re-tuned
+    by `verify = "adapt"` takes its best LR of the re-tune as its result, the transferred one kept beside it."""
     if not checks:
         return rows
-    losses = verification_losses(checks, results)
+    losses = verification_losses([r for r in checks if not is_adapt(r)], results)
+    retuned = {(r.group, r.shape_label) for r in checks if is_adapt(r)}
     out = []
     for row in rows:
         trials = losses.get((row.group, row.shape_label))
@@ -254,8 +269,71 @@ def _with_verification(rows: tuple[ShapeResult, ...], checks: list[RunRecord],
             means = {lr: (statistics.fmean(v) if all(x is not None and math.isfinite(x) for x in v) else None)
                      for lr, v in sorted(trials.items())}
             row = replace(row, lr_verify=means, lr_verify_note=verdict(row.best_lr, list(row.seed_losses), trials))
+        if (row.group, row.shape_label) in retuned and row.best_lr is not None:
+            row = _retuned(row, [r for r in checks if (r.group, r.shape_label) == (row.group, row.shape_label)],
+                           results)
         out.append(row)
     return tuple(out)
+
+
+def _retuned(row: ShapeResult, checks: list[RunRecord], results: dict[str, ResultRecord]) -> ShapeResult:
+    """`row` (at its transferred LR) with the best LR of its re-tune: every LR its verification and re-tuning
+    runs tried, finished at every seed, mean loss over seeds, lowest wins (a tie keeps the transferred)."""
+    by_lr: dict[float, list[RunRecord]] = {}
+    for r in sorted(checks, key=lambda r: (r.lr, r.seed or 0)):
+        by_lr.setdefault(r.lr, []).append(r)
+    lr_losses, done = dict(row.lr_losses), {}
+    for lr, runs in by_lr.items():
+        res = [results.get(r.run_id) for r in runs]
+        ok = all(r.status == "completed" and x is not None and x.val_loss is not None and math.isfinite(x.val_loss)
+                 for r, x in zip(runs, res))
+        lr_losses[lr] = statistics.fmean(x.val_loss for x in res) if ok else None
+        if ok:
+            done[lr] = (runs, res)
+    kept = replace(row, lr_adapted=True, lr_transferred=row.best_lr, transferred_losses=row.seed_losses,
+                   lr_losses=dict(sorted(lr_losses.items())))
+    base = statistics.fmean(row.seed_losses) if row.seed_losses else math.inf
+    scored = {lr: v for lr, v in lr_losses.items() if v is not None}
+    if row.seed_losses:
+        scored[row.best_lr] = base
+    a = assess(scored)
+    if not done or a.best_lr not in done or not lr_losses[a.best_lr] < base:
+        return replace(kept, lr_edge=a.edge, lr_bracketed=a.bracketed, lr_optimum=a.optimum_lr)
+    runs, best = done[a.best_lr]
+    probes = [r.data.get("probe_accuracy") or {} for r in best]
+    return replace(
+        kept, best_lr=a.best_lr, best_run_ids=tuple(r.run_id for r in runs),
+        seed_losses=tuple(r.val_loss for r in best), lr_edge=a.edge, lr_bracketed=a.bracketed,
+        lr_optimum=a.optimum_lr, slice_losses=_means([r.data.get("val_loss_by_slice") or {} for r in best]),
+        probe_accuracy={p: _means([by.get(p, {}) for by in probes], order=int)
+                        for p in sorted({p for by in probes for p in by})},
+        tokens=best[0].tokens, tokens_per_s=_mean(r.tokens_per_s for r in best), mfu=_mean(r.mfu for r in best),
+        peak_memory_bytes=_mean(r.peak_memory_bytes for r in best), **comm_columns([r.data for r in best]))
+
+
+def _adapt_notes(rows: tuple[ShapeResult, ...], checks: list[RunRecord]) -> list[str]:
+    """One protocol note per re-tuned group: its transferred LR and each shape's re-tuned LR and loss."""
+    budgets = adapt_trial_counts(checks)
+    groups: dict[str, list[ShapeResult]] = {}
+    for r in rows:
+        if r.lr_adapted:
+            groups.setdefault(r.group, []).append(r)
+    out = []
+    for group, members in groups.items():
+        trials = max((b for _, b in budgets.get(group, {}).values()), default=0)
+        parts = []
+        for r in members:
+            if r.val_loss is None or r.transferred_loss is None:
+                parts.append(f"{r.shape_label} not finished")
+            elif r.best_lr == r.lr_transferred:
+                parts.append(f"{r.shape_label} kept {r.best_lr:.3g} (loss {r.val_loss:.3f})")
+            else:
+                parts.append(f"{r.shape_label} {r.best_lr:.3g} (loss {r.val_loss:.3f} vs {r.transferred_loss:.3f} "
+                             "transferred)")
+        lrs = sorted({r.lr_transferred for r in members if r.lr_transferred is not None})
+        out.append(f"{group}: the transferred LR {', '.join(f'{v:.3g}' for v in lrs)} was re-tuned per shape "
+                   f"({trials} extra trials each): " + ", ".join(parts))
+    return out
 
 
 def _with_inspections(rows: tuple[ShapeResult, ...], store: Store, spec) -> tuple[tuple[ShapeResult, ...], list[str]]:
@@ -286,7 +364,8 @@ def _with_inspections(rows: tuple[ShapeResult, ...], store: Store, spec) -> tupl
 
 def _ratio(row: ShapeResult) -> str:
     """The verification LRs of `row` as multiples of its transferred LR ("x0.5 and x2")."""
-    parts = [f"x{lr / row.best_lr:.3g}" for lr in row.lr_verify]
+    transferred = row.lr_transferred if row.lr_transferred is not None else row.best_lr
+    parts = [f"x{lr / transferred:.3g}" for lr in row.lr_verify]
     return " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 

@@ -12,6 +12,21 @@ A verification run is an ordinary training run whose config also holds `"verify"
 (so its id is its own) and no `horizons` (it is judged at the full horizon only). It is not a result: the
 summary takes verification runs out of the runs it selects, ranks and checks for fairness
 (`split_runs`), and reports them next to the shape they check (`ShapeResult.lr_verify`).
+
+`verify = "adapt"` acts on the check. It first trains exactly the runs of `verify = 2` (same ids). Once
+they have finished, each checked shape gets a typed verdict (`check_transfer`); when one says the optimum
+moved (a verification LR better by more than two standard errors; or the transferred LR diverged and a
+verification LR did not), every shape of that group but the proxy gets a bracketed search of its own
+(`depthwidth.study.lr_search` `next_lr`), with the same budget for each: `adapt_trials` learning rates
+beyond those it has already trained (the transferred LR; for a checked shape its verification LRs too,
+whose results are reused as trials), each trained with the transferred runs' seeds. A shape that has only
+the transferred LR steps first in the direction the check found better. These re-tuning runs carry
+`"verify": {"of_lr", "factor", "adapt": <adapt_trials>}`, so every other run keeps its id, and the
+proposals are a function of the stored outcomes alone (a resumed study proposes the same runs). The summary
+then takes, per re-tuned shape, the LR whose mean loss over the seeds is lowest (ties keep the transferred
+one) as its result, and keeps the transferred result beside it (`ShapeResult.lr_transferred`,
+`transferred_losses`, `lr_adapted`); the fairness check asks that every shape of a re-tuned group had the
+same re-tuning budget (`adapt_trial_counts`).
 """
 
 from __future__ import annotations
@@ -20,6 +35,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
@@ -28,6 +44,14 @@ from depthwidth.shapes.shape import Shape
 VERIFY_KEY = "verify"
 #: how many extra learning rates `[lr] verify` may ask for per checked shape
 VERIFY_COUNTS = (0, 2, 4)
+#: `[lr] verify = "adapt"`: the check of 2, then a re-tune of each group where the optimum moved
+ADAPT = "adapt"
+#: `[lr] adapt_trials`: its default, and its bound with the reason
+ADAPT_TRIALS = 3
+ADAPT_LIMIT = (16, "extra learning rates per re-tuned shape, each trained with every seed; a bracket next to a "
+                   "moved optimum closes within 2 to 4")
+#: what a verdict can say (`TransferCheck.state`)
+CHECK_STATES = ("unfinished", "best", "unresolved", "noise", "moved")
 
 
 def is_verify(run) -> bool:
@@ -91,29 +115,99 @@ def verification_losses(checks: list, results: Mapping) -> dict[tuple[str, str],
     return {k: dict(v) for k, v in out.items()}
 
 
-def verdict(chosen_lr: float, chosen: list[float], trials: Mapping[float, list[float | None]]) -> str:
-    """In words: whether a verification LR beat the transferred one by more than two standard errors
-    of the difference of the seed means (seed spread pooled; one seed: by any margin, said as unresolved)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TransferCheck:
+    """What a checked shape's verification runs say about its transferred learning rate."""
+
+    chosen_lr: float  # the transferred LR
+    state: str  # one of CHECK_STATES
+    best_lr: float | None = None  # the best verification LR (None: none finished)
+    gain: float | None = None  # nats its seed mean is below the transferred one's (> 0: better)
+    se: float | None = None  # standard error of that difference (None: one seed)
+
+    def __post_init__(self) -> None:
+        if self.state not in CHECK_STATES:
+            raise ValueError(f"state={self.state!r}: expected one of {', '.join(CHECK_STATES)}")
+
+    @property
+    def moved(self) -> bool:
+        """The optimum moved: a verification LR is better by more than two standard errors."""
+        return self.state == "moved"
+
+    @property
+    def direction(self) -> str | None:
+        """"lower" | "higher": where the best verification LR lies (None: none finished)."""
+        if self.best_lr is None:
+            return None
+        return "lower" if self.best_lr < self.chosen_lr else "higher"
+
+    def words(self) -> str:
+        lr, best, where = self.chosen_lr, self.best_lr, self.direction
+        if self.state == "unfinished":
+            return "verification runs not finished"
+        if self.state == "best":
+            return f"the transferred LR {lr:.3g} is the best of those tried"
+        if self.state == "unresolved":
+            return (f"LR {best:.3g} ({where}) is {self.gain:.3f} nats better than the transferred {lr:.3g}; "
+                    "one seed, so not resolved against noise")
+        if self.state == "moved":
+            return (f"the optimum moved: LR {best:.3g} ({where}) is {self.gain:.3f} nats better than the transferred "
+                    f"{lr:.3g} (> 2 standard errors, {self.se:.3f})")
+        return (f"LR {best:.3g} ({where}) is {self.gain:.3f} nats better than the transferred {lr:.3g}, within "
+                f"2 standard errors ({self.se:.3f}): the transfer holds within noise")
+
+
+def check_transfer(chosen_lr: float, chosen: list[float], trials: Mapping[float, list[float | None]]) -> TransferCheck:
+    """Whether a verification LR beat the transferred one by more than two standard errors of the difference
+    of the seed means (seed spread pooled; one seed: by any margin, said as unresolved). `chosen`: the
+    transferred runs' losses; `trials`: LR -> the verification runs' losses (None: unfinished or diverged)."""
     done = {lr: v for lr, v in trials.items() if v and all(x is not None for x in v)}
     if not chosen or not done:
-        return "verification runs not finished"
+        return TransferCheck(chosen_lr=chosen_lr, state="unfinished")
     base = statistics.mean(chosen)
     best_lr = min(done, key=lambda lr: statistics.mean(done[lr]))
     gain = base - statistics.mean(done[best_lr])
     spreads = [statistics.variance(v) for v in (chosen, done[best_lr]) if len(v) > 1]
-    where = "lower" if best_lr < chosen_lr else "higher"
+    common = {"chosen_lr": chosen_lr, "best_lr": best_lr, "gain": gain}
     if gain <= 0:
-        return f"the transferred LR {chosen_lr:.3g} is the best of those tried"
+        return TransferCheck(**common, state="best")
     if not spreads:
-        return (f"LR {best_lr:.3g} ({where}) is {gain:.3f} nats better than the transferred {chosen_lr:.3g}; "
-                "one seed, so not resolved against noise")
+        return TransferCheck(**common, state="unresolved")
     se = math.sqrt(statistics.mean(spreads) * (1 / len(chosen) + 1 / len(done[best_lr])))
-    if gain > 2 * se:
-        return (f"the optimum moved: LR {best_lr:.3g} ({where}) is {gain:.3f} nats better than the transferred "
-                f"{chosen_lr:.3g} (> 2 standard errors, {se:.3f})")
-    return (f"LR {best_lr:.3g} ({where}) is {gain:.3f} nats better than the transferred {chosen_lr:.3g}, within "
-            f"2 standard errors ({se:.3f}): the transfer holds within noise")
+    return TransferCheck(**common, se=se, state="moved" if gain > 2 * se else "noise")
 
 
-__all__ = ["VERIFY_COUNTS", "VERIFY_KEY", "factors", "is_verify", "split_runs", "targets", "verdict",
-           "verification_losses", "verify_config"]
+def verdict(chosen_lr: float, chosen: list[float], trials: Mapping[float, list[float | None]]) -> str:
+    """`check_transfer` in words."""
+    return check_transfer(chosen_lr, chosen, trials).words()
+
+
+def is_adapt(run) -> bool:
+    """Whether a stored or planned run is a re-tuning run of `verify = "adapt"` (a verification run too)."""
+    return is_verify(run) and bool(run.config[VERIFY_KEY].get("adapt"))
+
+
+def adapt_config(config: dict, *, of_lr: float, lr: float, trials: int) -> dict:
+    """A transferred run's config turned into the config of its re-tuning run at `lr` (the caller built
+    `config` at that LR), the re-tuning budget `trials` recorded; horizons dropped."""
+    out = verify_config(config, of_lr=of_lr, factor=lr / of_lr)
+    out[VERIFY_KEY]["adapt"] = trials
+    return out
+
+
+def adapt_trial_counts(checks: Iterable) -> dict[str, dict[str, tuple[int, int]]]:
+    """group -> shape label -> (learning rates its re-tuning runs tried, the budget they record), over the
+    re-tuning runs among `checks` (one seed's LRs: every seed trains the same ones)."""
+    lrs: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    budget: dict[tuple[str, str], int] = {}
+    for r in checks:
+        if is_adapt(r):
+            lrs[r.group][r.shape_label].add(r.lr)
+            budget[(r.group, r.shape_label)] = max(budget.get((r.group, r.shape_label), 0),
+                                                   int(r.config[VERIFY_KEY]["adapt"]))
+    return {g: {label: (len(v), budget[(g, label)]) for label, v in by.items()} for g, by in lrs.items()}
+
+
+__all__ = ["ADAPT", "ADAPT_LIMIT", "ADAPT_TRIALS", "CHECK_STATES", "TransferCheck", "VERIFY_COUNTS", "VERIFY_KEY",
+           "adapt_config", "adapt_trial_counts", "check_transfer", "factors", "is_adapt", "is_verify", "split_runs",
+           "targets", "verdict", "verification_losses", "verify_config"]
