@@ -179,16 +179,20 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def status_cmd(args: argparse.Namespace) -> int:
     from depthwidth.study import Store, is_running, summarize
+    from depthwidth.study.eta import read_live, running_runs
 
     with Store.open(args.dir) as store:
-        summary = summarize(store, running=is_running(args.dir))
+        live = is_running(args.dir)  # else the rows marked running were interrupted: nothing is in flight
+        summary = summarize(store, running=live)
         runs = store.runs()
+        running = running_runs(store, live=read_live(args.dir)) if live else []
     if args.json:
-        print_json(summary.to_dict())
+        # "running" stays the summary's bool (a driver is live); the runs in flight are "running_runs"
+        print_json(summary.to_dict() | {"running_runs": [r.to_dict() for r in running]})
         return 0
     from depthwidth.present.study import print_summary
 
-    print_summary(console(), summary, runs)
+    print_summary(console(), summary, runs, running)
     return 0
 
 

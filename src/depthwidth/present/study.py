@@ -149,10 +149,27 @@ def _run_label(run) -> str:
     return f"{run.shape_label} bench" if run.kind == "bench" else f"{run.shape_label} lr={run.lr:.3g} s{run.seed}"
 
 
-def print_summary(console, summary, runs=None) -> None:
+def running_table(running):
+    """The runs in flight (`study.eta.RunningRun`s): step of steps and the ETA of each."""
+    from rich.table import Table
+
+    table = Table(title="running now", title_justify="left")
+    for head in ("run", "run id", "step", "ETA"):
+        table.add_column(head, justify="right" if head in ("step", "ETA") else "left")
+    for r in running:
+        step = "-" if r.step is None else f"{r.step}" + (f"/{r.steps}" if r.steps else "")
+        if r.step is None and r.steps:
+            step = f"-/{r.steps}"
+        table.add_row(r.label, r.run_id[:10], step, or_dash(r.eta_s, duration))
+    return table
+
+
+def print_summary(console, summary, runs=None, running=()) -> None:
     console.print(counts_line(summary))
     if runs is not None:
         console.print(states_table(summary, runs))
+    if running:
+        console.print(running_table(running))
     console.print(fairness_line(summary))
     for finding in summary.fairness.findings:
         console.print(f"  - {finding.message}", markup=False)

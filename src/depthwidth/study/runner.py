@@ -30,6 +30,7 @@ from depthwidth.errors import UserError
 from depthwidth.files import write_text
 from depthwidth.machine.processes import FolderLock, check_per_core, is_locked
 from depthwidth.serial import Serializable
+from depthwidth.study.eta import LiveRecord, predicted_runs
 from depthwidth.study.executors import JobFunction, make_executor
 from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
@@ -47,7 +48,8 @@ DEFAULT_STUDIES_DIR = "studies"
 class StudyEvent:
     """What a display sees while a study runs.
 
-    kind: "start" (total, todo, note = executor), "run_start" (run_id, label, attempt), "run_progress"
+    kind: "start" (total, todo, note = executor, workers, predicted_s = run id -> predicted seconds of each
+    run to do, None where not predicted: `depthwidth.study.eta`), "run_start" (run_id, label, attempt), "run_progress"
     (run_id, progress: phase/step/steps/loss/tokens_per_s/eta_s), "run_end" (run_id, label, status, error,
     seconds), "retry" (run_id, label, error, attempt), "done" (counts).
     """
@@ -64,6 +66,8 @@ class StudyEvent:
     seconds: float = 0.0
     progress: dict | None = None
     note: str = ""
+    workers: int = 1
+    predicted_s: dict[str, float | None] = field(default_factory=dict)
 
 
 EventCallback = Callable[[StudyEvent], None]
@@ -137,7 +141,7 @@ def run_study(
         _check_dtypes(expansion)
         check_per_core("execution.threads", spec.execution.threads)  # this machine's bound, before the folder
     folder = Path(study_dir) if study_dir is not None else default_study_dir(spec)
-    emit = on_event or (lambda event: None)
+    emit = LiveRecord(folder, on_event)  # <study>/live.json for `study status`, then the caller's display
     running: list[str] = []  # run ids in flight, in submission order
 
     def progress(run_id: str | None = None, **values) -> None:  # the local executor's live view of its jobs
@@ -180,8 +184,9 @@ def run_study(
 
         runner.start()
         try:
-            emit(StudyEvent(kind="start", total=len(plan), done=skipped, todo=len(todo),
-                            note=f"{runner.describe()}; {'/'.join(map(str, threads)) or 0} torch thread(s) per run"))
+            emit(StudyEvent(kind="start", total=len(plan), done=skipped, todo=len(todo), workers=runner.capacity,
+                            note=f"{runner.describe()}; {'/'.join(map(str, threads)) or 0} torch thread(s) per run",
+                            predicted_s=predicted_runs(unfinished, hardware=spec.hardware, threads=threads_of)))
             driver = _Driver(store=store, runner=runner, folder=folder, spec=spec, threads=threads_of, emit=emit,
                              running=running, total=len(plan), skipped=skipped, replan=replan if adaptive else None,
                              branches=_branches_of(plan),
