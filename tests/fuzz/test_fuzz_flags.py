@@ -111,6 +111,11 @@ def test_generated_flags_of_every_command(harness, fuzz_paths, stand_ins, execut
 
 @pytest.mark.parametrize("words", sorted(BASES), ids=" ".join)
 def test_the_base_command_lines_are_accepted(harness, fuzz_paths, stand_ins, executor_stand_in, words):
-    """The valid ground the fuzz changes: each base line passes every check (exit 0, or a stand-in)."""
+    """The valid ground the fuzz changes: each base line passes every check (exit 0, or a stand-in). The
+    fuzz study's two-step runs are not below their bigram baseline, so `recommend` finds no verdict: its
+    exit 1, an outcome, not an error."""
     result = harness.run([*words, *[a.format(**fuzz_paths) for a in BASES[words]]])
+    if words == ("recommend",):
+        assert result.code == 1 and "no verdict at shapes" in " ".join(result.stdout.split()), result.stderr
+        return
     assert result.code == 0, result.stderr

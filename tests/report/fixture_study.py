@@ -23,6 +23,8 @@ from depthwidth.study.run_config import config_hash
 from depthwidth.study.jobs import merge_curve
 from depthwidth.study.spec import parse_spec
 from depthwidth.study.store import Store
+from depthwidth.study.baselines import write_baselines
+from depthwidth.data.baselines import NgramBaselines
 from depthwidth.artifact.result import TrainResult
 
 SPEC = """
@@ -54,7 +56,14 @@ grid = [0.001, 0.003]
 [bench]
 prompt_lens = [32]
 contexts = [48]
+
+[report]                  # synthetic losses at 0.5 tokens per parameter on two scales: fit them anyway
+min_tokens_per_param = 0.1
+min_scales = 2
 """
+#: the fixture's baselines (`baselines.json`, as a study run writes it): every synthetic loss is below this bigram
+BIGRAM = 3.2
+UNIGRAM = 3.5
 
 GROUPS = {
     "P100k": ((1, 96), (2, 64), (4, 48), (8, 32)),
@@ -70,9 +79,10 @@ def true_loss(n: float, aspect: float) -> float:
     return 1.6 + 40.0 / n**0.3 + 0.04 * math.log2(aspect / 16.0) ** 2
 
 
-def build_fixture_study(folder, *, fail_all: bool = False) -> dict:
+def build_fixture_study(folder, *, fail_all: bool = False, bigram: float = BIGRAM, unigram: float = UNIGRAM) -> dict:
     """Write the fixture study into `folder`; returns {(group, label, lr, seed): loss} of completed runs.
-    With `fail_all` every training run fails (the benches still complete)."""
+    With `fail_all` every training run fails (the benches still complete). `bigram`, `unigram`: the
+    baselines written beside the store."""
     spec = parse_spec(SPEC, source="fixture.toml")
     data = DataInfo(corpus_hash=CORPUS_HASH, vocab_size=256, train_tokens=1_000_000)
     base = spec.shapes[0]
@@ -119,6 +129,8 @@ def build_fixture_study(folder, *, fail_all: bool = False) -> dict:
             curve = merge_curve(result.pop("curve", []), result.get("evals", []), tokens_per_step=512)
             store.record_finished(run_id, status="completed" if kind == "bench" else kind, result=result,
                                   curve=curve, wall_seconds=1.0, worker="fixture")
+    write_baselines(folder, NgramBaselines(dataset_hash="d" * 16, vocab_size=256, smoothing="synthetic",
+                                           unigram=unigram, bigram=bigram, targets=1000))
     assert base.n_layers == 2
     return losses
 

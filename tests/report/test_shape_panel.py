@@ -33,7 +33,11 @@ def test_an_imported_study_says_so_and_gets_the_panel(tmp_path):
 
     cols = "d_model=hidden_size,n_layers=num_layers,n_heads=num_heads,vocab=vocab_size,loss=val_loss"
     args = ["study", "import", str(EXAMPLE), "--dir", str(tmp_path / "s"), "--columns", cols, "--seq-len", "64"]
-    assert main(args) == 0
+    assert main([*args[:4], str(tmp_path / "gated"), *args[5:]]) == 0
+    gated = report_for(tmp_path / "gated", n_bootstrap=10).shape_law  # the CPU ladder's runs are below 4 per param
+    assert gated.n_points == 0 and gated.fit is None
+    assert "fewer than 4 tokens per non-embedding parameter" in gated.skipped
+    assert main([*args, "--min-tokens-per-param", "0.1"]) == 0
     report = report_for(tmp_path / "s", n_bootstrap=10)
     assert report.shape_law.imported["rows"] == 18 and report.shape_law.n_points == 18
     page = render_html(report, [])

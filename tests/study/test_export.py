@@ -23,9 +23,32 @@ def _cli(capsys, *argv) -> tuple[int, str, str]:
     return code, out, err
 
 
+def _learned_copy(reference, tmp_path) -> Path:
+    """The reference study judged against a baseline its 24-step runs are below (they are not below the real
+    one: see test_best_refuses_a_study_that_recommends_nothing)."""
+    import shutil
+
+    from depthwidth.data.baselines import NgramBaselines
+    from depthwidth.study.baselines import write_baselines
+
+    folder = tmp_path / "learned"
+    shutil.copytree(reference.dir, folder)
+    write_baselines(folder, NgramBaselines(dataset_hash="x", vocab_size=256, smoothing="synthetic", unigram=11.0,
+                                           bigram=10.0, targets=1))
+    return folder
+
+
+def test_best_refuses_a_study_that_recommends_nothing(reference, tmp_path, capsys):
+    code, out, err = _cli(capsys, "study", "export", reference.dir, "--best", "-o", tmp_path / "best")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "recommends no shape (no verdict at shapes: no run is below the bigram baseline" in err
+    assert "export every shape with --all" in err and not (tmp_path / "best").exists()
+
+
 def test_best_exports_the_recommended_shape(reference, tmp_path, capsys):
     from depthwidth.bench.target import load_checkpoint_model
 
+    reference = type(reference)(spec=reference.spec, dir=_learned_copy(reference, tmp_path), seconds=0.0)
     code, out, err = _cli(capsys, "recommend", reference.dir, "--json")
     assert code == 0, err
     key = json.loads(out)["chosen"]
@@ -101,7 +124,7 @@ def test_a_failed_export_of_the_best_shape_leaves_nothing(reference, tmp_path, m
 
     monkeypatch.setattr(export, "write_weights", full)
     out = tmp_path / "best"
-    assert cli_error(["study", "export", str(reference.dir), "--best", "-o", str(out)]) == \
+    assert cli_error(["study", "export", str(_learned_copy(reference, tmp_path)), "--best", "-o", str(out)]) == \
         f"depthwidth study: error: {out}: cannot write the model (No space left on device); nothing of it " \
         "was left there"
     assert not out.exists()

@@ -173,7 +173,22 @@ def test_the_report_ranks_the_shapes_at_each_horizon(hz_reference, tmp_path):
     from depthwidth.report.data import load_study
     from depthwidth.report.export import write_report
 
-    report = build_report(load_study(hz_reference), hardware="h100", n_bootstrap=20)
+    import shutil
+
+    from depthwidth.data.baselines import NgramBaselines
+    from depthwidth.study.baselines import write_baselines
+
+    # 20 steps do not get below the data's bigram baseline: the ranking against budget leaves every point out
+    gated = build_report(load_study(hz_reference), hardware="h100", n_bootstrap=20)
+    assert gated.budgets.ladders == ()
+    assert any(w.startswith("shapes: 4 point(s) not below the bigram baseline are left out of the ranking")
+               for w in gated.budgets.warnings)
+    # the same runs judged against a baseline they are all below: the ranking itself
+    folder = tmp_path / "copy"
+    shutil.copytree(hz_reference, folder)
+    write_baselines(folder, NgramBaselines(dataset_hash="x", vocab_size=256, smoothing="synthetic", unigram=11.0,
+                                           bigram=10.0, targets=1))
+    report = build_report(load_study(folder), hardware="h100", n_bootstrap=20)
     (lad,) = report.budgets.ladders
     assert lad.group == "shapes"
     assert sorted({(p.shape_label, p.tokens) for p in lad.points}) == sorted(

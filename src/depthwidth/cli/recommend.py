@@ -40,7 +40,9 @@ def add_parser(subparsers) -> None:
                    help="decode context length (default: the bench's context, else the study's seq_len)")
     p.add_argument("--dtype", choices=SERVING_DTYPES, default="bf16",
                    help="serving dtype of predictions and serving memory (default bf16)")
-    p.add_argument("--budget", metavar="LABEL", help="only shapes of this budget group")
+    p.add_argument("--group", "--budget", dest="budget", metavar="LABEL",
+                   help="compare the shapes of this budget group (default: the largest scale's full-horizon group, "
+                        "one per parametrization side by side)")
     p.add_argument("--json", action="store_true", help="print the recommendation as one JSON object")
     t = p.add_argument_group("a prescription at a target scale (a shape-aware law fitted on the study's runs)")
     t.add_argument("--target-params", type=amount, metavar="N", help="parameters of the model to train, e.g. 1.3B "

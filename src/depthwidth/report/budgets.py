@@ -83,10 +83,13 @@ def budget_ranking(results, *, seconds_of=None) -> BudgetRanking:
     """The ranking against budget of every group with horizons among `results` (`ShapeResult`s);
     `seconds_of(result, tokens)` predicts training seconds (None: no time axis)."""
     by_group: dict[str, list] = {}
+    unlearned: dict[str, list[str]] = {}
     for r in results:
         parent = split_horizon(r.group)
         base, fraction = (parent if parent is not None else (r.group, 1.0))
-        if r.seed_losses and r.tokens:
+        if r.seed_losses and r.tokens and getattr(r, "learned", None) is False:  # study.validity: not ranked
+            unlearned.setdefault(base, []).append(f"{r.shape_label} at {fraction:g}")
+        elif r.seed_losses and r.tokens:
             by_group.setdefault(base, []).append((fraction, r))
     ladders = []
     for group, members in by_group.items():
@@ -95,7 +98,8 @@ def budget_ranking(results, *, seconds_of=None) -> BudgetRanking:
         points = tuple(sorted((_point(r, f, seconds_of) for f, r in members), key=lambda p: (p.shape_label, p.tokens)))
         ladders.append(Ladder(group=group, points=points, verdicts=tuple(_verdicts(points)),
                               crossovers=tuple(_crossovers(points)), equal_time=tuple(_equal_time(points))))
-    warnings = []
+    warnings = [f"{g}: {len(v)} point(s) not below the bigram baseline are left out of the ranking against budget "
+                f"({', '.join(v)})" for g, v in unlearned.items()]
     ratios = [p.tokens_per_param for lad in ladders for p in lad.points] or \
         [r.tokens / r.non_embedding_params for r in results if r.tokens and r.non_embedding_params]
     if ratios and max(ratios) < SHORT_BUDGET:

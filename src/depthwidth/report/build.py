@@ -4,9 +4,10 @@ comparison table, trend fits, noise and the recommendation. `report.export.write
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from depthwidth.errors import UserError
+from depthwidth.report.gates import fit_results, rules_of
 from depthwidth.report.budgets import BudgetRanking, budget_ranking
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.recommend import Constraints, Recommendation, recommend
@@ -58,12 +59,15 @@ def default_hardware(study: StudyData) -> str:
 def trend_points(study: StudyData) -> list[TrendPoint]:
     """The points of the L(N) trends: every full-horizon result (a horizon group, `<group>@<h>`, is the same
     shape at fewer tokens: the ranking against budget reads it) under the study's most common
-    parametrization (a side-by-side group under another one is a comparison, not a scale)."""
+    parametrization (a side-by-side group under another one is a comparison, not a scale), that the
+    validity gates let a fit use (`report.gates.fit_results`: learned, enough tokens per parameter, enough
+    scales)."""
     from collections import Counter
 
     from depthwidth.study.horizons import split_horizon
 
-    full = [r for r in study.results if split_horizon(r.group) is None]
+    fit, _ = fit_results(study.results, rules_of(study.spec))
+    full = [r for r in fit if split_horizon(r.group) is None]
     common = Counter(r.parametrization for r in full).most_common(1)
     keep = [r for r in full if common and r.parametrization == common[0][0]]
     return [TrendPoint(label=r.shape_label, aspect_ratio=r.aspect_ratio, n=r.non_embedding_params,
@@ -92,6 +96,8 @@ def build_report(
     noise = estimate_noise(study.results)
     rec = recommend(study.results, constraints, seq_len=p.seq_len or None, batch_size=p.batch_size or 1, noise=noise)
     trends = fit_trends(trend_points(study), n_bootstrap=n_bootstrap, seed=seed)
+    _, left_out = fit_results(study.results, rules_of(study.spec))
+    trends = replace(trends, warnings=tuple(left_out) + trends.warnings)
     table = comparison(study, targets=targets, hardware=hardware_label(hw))
     law = shape_law(study, limits=_law_limits(hw), n_bootstrap=n_bootstrap, seed=seed, n_splits=10) \
         if study.results else None

@@ -41,7 +41,7 @@ def load_study(study_dir: str | os.PathLike) -> StudyData:
                      for r in [results.get(run.run_id)] if r is not None and r.data.get("hardware")), None)
     return StudyData(name=name, description=spec.description, folder=str(folder), spec=spec.to_dict(),
                      spec_text=spec_text, protocol=protocol, results=shape_results, runs=run_rows,
-                     notes=tuple(summary.warnings), bench_hardware=bench_hw)
+                     notes=tuple(summary.warnings), bench_hardware=bench_hw, baselines=summary.baselines)
 
 
 def _with_curves(row: ShapeResult, curves: dict, seeds: dict[str, int]) -> ShapeResult:

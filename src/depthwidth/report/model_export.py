@@ -46,6 +46,9 @@ def chosen_results(study_dir: str | os.PathLike, *, best: bool) -> list[ShapeRes
     p = study.protocol
     rec = recommend(study.results, Constraints(hardware=default_hardware(study)), seq_len=p.seq_len or None,
                     batch_size=p.batch_size or 1)
+    if rec.chosen is None:  # nothing learned at the target scale (study.validity): there is no best shape
+        raise UserError(f"--best: {study_dir} recommends no shape ({rec.verdict.rstrip('.')}); export every shape "
+                        "with --all")
     return [rec.chosen.result]
 
 

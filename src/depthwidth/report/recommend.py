@@ -1,6 +1,11 @@
 """Pick a shape under a decode-latency and memory limit, and say what the choice costs.
 
 Rule:
+0. Like with like, and only what learned (`report.gates`, `study.validity`): the shapes compared are one
+   budget group's - the group named, else the largest scale's full-horizon group - and only those below
+   the bigram baseline. Where several parametrizations ran at the largest scale, each group's winner is
+   found on its own and given side by side with the difference; the recommendation is the better of them.
+   A group where no shape learned gets "no verdict" and no winner.
 1. Every shape with a completed run gets its batch-1 decode latency and memory on the target hardware
    (`report.targets`: measured where measured, predicted otherwise, the source stated per shape).
 2. Feasible shapes meet every limit given. Among them the lowest mean validation loss is the
@@ -16,15 +21,17 @@ Rule:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from depthwidth.errors import UserError
+from depthwidth.report.gates import learned, target_groups
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.present.units import nbytes, number, percent
 from depthwidth.report.targets import TargetEstimate, estimate_target, hardware_label
 from depthwidth.serial import Serializable
 from depthwidth.study.summary import ShapeResult
+from depthwidth.study.validity import no_verdict
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,6 +69,18 @@ class Candidate:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GroupWinner(Serializable):
+    """One compared group's own verdict (rule 0)."""
+
+    group: str
+    parametrization: str
+    chosen: str | None  # shape label (None: no verdict)
+    loss: float | None
+    decided_by: str
+    verdict: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Recommendation:
     constraints: Constraints
     candidates: tuple[Candidate, ...]  # sorted by loss
@@ -72,6 +91,9 @@ class Recommendation:
     noise: NoiseEstimate
     verdict: str  # one or two plain sentences
     trade: str | None  # "+0.021 loss for 38% lower decode latency" (None when chosen is the best)
+    groups: tuple[str, ...] = ()  # the budget groups compared (rule 0)
+    left_out: tuple[str, ...] = ()  # results of those groups that did not learn (group/label)
+    side_by_side: tuple[GroupWinner, ...] = ()  # each compared group's winner, when more than one
 
     @property
     def within_noise(self) -> bool:
@@ -83,7 +105,9 @@ class Recommendation:
         return {"constraints": self.constraints.to_dict(), "best": key(self.best), "chosen": key(self.chosen),
                 "tied": [c.result.key for c in self.tied], "decided_by": self.decided_by,
                 "within_noise": self.within_noise, "noise": self.noise.to_dict(), "verdict": self.verdict,
-                "trade": self.trade, "candidates": [c.to_dict() for c in self.candidates]}
+                "trade": self.trade, "groups": list(self.groups), "left_out": list(self.left_out),
+                "side_by_side": [w.to_dict() for w in self.side_by_side],
+                "candidates": [c.to_dict() for c in self.candidates]}
 
 
 def recommend(
@@ -95,15 +119,53 @@ def recommend(
     noise: NoiseEstimate | None = None,
 ) -> Recommendation:
     """The recommendation for `constraints` over `results` (module docstring: the rule)."""
-    from depthwidth.study.horizons import split_horizon
-
-    # a horizon group (`<group>@<h>`) is the same shape at fewer tokens: the ranking against budget reads it
-    pool = [r for r in results if r.val_loss is not None and (
-        r.group == constraints.group if constraints.group is not None else split_horizon(r.group) is None)]
-    if constraints.group is not None and not any(r.group == constraints.group for r in results):
-        groups = sorted({r.group for r in results})
-        raise UserError(f"group={constraints.group!r} is not in this study; groups: {', '.join(groups)}")
+    groups = target_groups(results, constraints.group)
     noise = noise or estimate_noise(results)
+    each = [_recommend_group([r for r in results if r.group == g and r.val_loss is not None], g, constraints,
+                             seq_len=seq_len, batch_size=batch_size, noise=noise) for g in groups]
+    if not each:
+        return _recommend_group([], None, constraints, seq_len=seq_len, batch_size=batch_size, noise=noise)
+    decided = [r for r in each if r.chosen is not None]
+    main = min(decided, key=lambda r: r.chosen.result.val_loss) if decided else each[0]
+    if len(each) == 1:
+        return main
+    side = tuple(_winner(r) for r in each)
+    return replace(main, side_by_side=side, groups=tuple(groups),
+                   left_out=tuple(k for r in each for k in r.left_out),
+                   verdict=main.verdict + " " + _side_line(side, main))
+
+
+def _winner(rec: Recommendation) -> GroupWinner:
+    c = rec.chosen
+    return GroupWinner(group=rec.groups[0] if rec.groups else "", chosen=c.result.shape_label if c else None,
+                       parametrization=c.result.parametrization if c else "", loss=c.result.val_loss if c else None,
+                       decided_by=rec.decided_by, verdict=rec.verdict)
+
+
+def _side_line(side: tuple[GroupWinner, ...], main: Recommendation) -> str:
+    """'Side by side at this scale: N600K (completep) L4-H64 2.3102; N600K-sp (sp) L2-H96 2.3524 (+0.0422).'"""
+    base = main.chosen.result.val_loss if main.chosen else None
+    parts = []
+    for w in side:
+        if w.chosen is None:
+            parts.append(f"{w.group}: no verdict")
+            continue
+        diff = "" if base is None or w.loss == base else f" ({w.loss - base:+.4f})"
+        parts.append(f"{w.group} ({w.parametrization}) {w.chosen} {w.loss:.4f}{diff}")
+    return "Side by side at this scale: " + "; ".join(parts) + "."
+
+
+def _recommend_group(pool, group: str | None, constraints: Constraints, *, seq_len, batch_size,
+                     noise: NoiseEstimate) -> Recommendation:
+    """Rules 1-4 over one group's results."""
+    left_out = tuple(r.key for r in pool if not learned(r))
+    bigram = next((r.val_loss + r.bigram_gain for r in pool if r.bigram_gain is not None), None)
+    base = dict(groups=(group,) if group else (), left_out=left_out)
+    pool = [r for r in pool if learned(r)]
+    if not pool and left_out:
+        return Recommendation(constraints=constraints, candidates=(), best=None, chosen=None, tied=(),
+                              decided_by="none", noise=noise, trade=None, **base,
+                              verdict=no_verdict(group or "this scale", bigram) + ": nothing to recommend.")
     candidates = []
     for r in sorted(pool, key=lambda r: r.val_loss):
         t = estimate_target(r, hardware=constraints.hardware, context=constraints.context, dtype=constraints.dtype,
@@ -119,7 +181,7 @@ def recommend(
         candidates.append(Candidate(result=r, target=t, feasible=not reasons, reasons=tuple(reasons)))
     if not candidates:
         return Recommendation(constraints=constraints, candidates=(), best=None, chosen=None, tied=(),
-                              decided_by="none", noise=noise, trade=None,
+                              decided_by="none", noise=noise, trade=None, **base,
                               verdict="No completed run: there is nothing to recommend.")
     best = candidates[0]
     feasible = [c for c in candidates if c.feasible]
@@ -130,7 +192,7 @@ def recommend(
             f" The fastest is {fastest.result.shape_label} ({fastest.result.group}) at "
             f"{_ms(fastest.target.decode_ms)} per token, {nbytes(fastest.target.memory_bytes)}.")
         return Recommendation(constraints=constraints, candidates=tuple(candidates), best=best, chosen=None, tied=(),
-                              decided_by="none", noise=noise, trade=None,
+                              decided_by="none", noise=noise, trade=None, **base,
                               verdict=f"No shape meets the limits ({_limits(constraints)}).{hint}")
     top = feasible[0]
     tied = tuple(c for c in feasible if _within(noise, top, c)) if noise.sigma is not None else (top,)
@@ -142,8 +204,11 @@ def recommend(
     verdict = _verdict(chosen=chosen, tied=tied, feasible=feasible, decided_by=decided_by, noise=noise,
                        constraints=constraints)
     trade = None if chosen is best else _trade(chosen, best, noise)
+    if left_out:
+        verdict += (f" Left out as not learned (not below the bigram baseline {bigram:.3f}): "
+                    + ", ".join(k.split("/", 1)[-1] for k in left_out) + ".")
     return Recommendation(constraints=constraints, candidates=tuple(candidates), best=best, chosen=chosen, tied=tied,
-                          decided_by=decided_by, noise=noise, verdict=verdict, trade=trade)
+                          decided_by=decided_by, noise=noise, verdict=verdict, trade=trade, **base)
 
 
 def _within(noise: NoiseEstimate, a: Candidate, b: Candidate) -> bool:
@@ -216,4 +281,4 @@ def _ms(value: float | None) -> str:
     return "unknown" if value is None else f"{number(value)} ms"
 
 
-__all__ = ["Candidate", "Constraints", "Recommendation", "recommend"]
+__all__ = ["Candidate", "Constraints", "GroupWinner", "Recommendation", "recommend"]

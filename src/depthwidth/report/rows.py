@@ -15,6 +15,7 @@ from typing import Any
 from depthwidth.errors import UserError
 from depthwidth.serial import Serializable, hook
 from depthwidth.study.store import STATUSES
+from depthwidth.data.baselines import NgramBaselines
 from depthwidth.study.summary import ShapeResult
 
 RUN_STATUSES = STATUSES  # a stored run's status
@@ -91,6 +92,8 @@ class StudyData(Serializable):
     results: tuple[ShapeResult, ...]
     runs: tuple[RunSummary, ...]
     notes: tuple[str, ...] = field(default=())  # protocol warnings of the study summary
+    #: the validation split's unigram and bigram cross-entropy (`depthwidth.data.baselines`; None: not known)
+    baselines: NgramBaselines | None = None
     #: the HardwareSpec (as a dict) the benches predicted with
     bench_hardware: dict[str, Any] | None = field(default=None, metadata=hook(skip=True))
 

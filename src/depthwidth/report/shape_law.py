@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.report.gates import fit_results, rules_of
 from depthwidth.report.fit_select import FormSelection, select_form
 from depthwidth.report.fit_shape import FORM_CHOICES, LawPoint, ShapeLawFit, fit_shape_law
 from depthwidth.report.prescribe import Limits, Prescription, Target, candidates, law_points, prescribe
@@ -80,7 +81,13 @@ def shape_law(study: StudyData, *, target: Target | None = None, limits: Limits 
 
     if form not in FORM_CHOICES:
         raise UserError(f"form={form!r} is not allowed; expected one of {', '.join(FORM_CHOICES)}")
-    points = law_points(study.results)
+    fit_rows, left_out = fit_results(study.results, rules_of(study.spec))  # the validity gates (report.gates)
+    points = law_points(fit_rows)
+    if not points and left_out:
+        planner = planner or study_planner(study)
+        return ShapeLaw(n_points=0, planner=planner, selection=None, fit=None, prescription=None,
+                        imported=imported_info(study.folder) if study.folder else None,
+                        skipped="no point passes the validity gates: " + "; ".join(left_out))
     imported = imported_info(study.folder) if study.folder else None
     planner = planner or study_planner(study)
     base = dict(n_points=len(points), planner=planner, imported=imported, points=tuple(points))

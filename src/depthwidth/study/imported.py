@@ -30,10 +30,12 @@ PLACEHOLDER_LR = 1e-3
 
 def import_runs(table: str | os.PathLike, study_dir: str | os.PathLike, *, columns: dict[str, str] | None = None,
                 conventions: Conventions = Conventions(), name: str | None = None, hardware: str | None = None,
-                context: int | None = None, dtype: str = "bf16") -> ImportReport:
+                context: int | None = None, dtype: str = "bf16",
+                min_tokens_per_param: float | None = None) -> ImportReport:
     """Make the study folder `study_dir` from the runs of `table` (module docstrings of this module and of
     `study.importer`). `hardware`: the hardware-table row the decode_ms column was measured on;
-    `context`: the cached tokens of those measurements (default: half the sequence length)."""
+    `context`: the cached tokens of those measurements (default: half the sequence length);
+    `min_tokens_per_param`: the spec's `[report]` rule for the fits (`study.validity`; None: its default)."""
     from depthwidth.files import staged_folder, write_json
     from depthwidth.study.store import STORE_FILE
 
@@ -48,7 +50,8 @@ def import_runs(table: str | os.PathLike, study_dir: str | os.PathLike, *, colum
     hw = _hardware(hardware, needed=bool(timed))
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     name = name or study_name(table)
-    spec = _spec(runs, name=name, table=Path(table).name, conventions=conventions, hardware=hw)
+    spec = _spec(runs, name=name, table=Path(table).name, conventions=conventions, hardware=hw,
+                 min_tokens_per_param=min_tokens_per_param)
     train_rows, outcomes = _train_runs(spec, runs, table=Path(table).name, sha=sha)
     bench_rows, bench_outcomes = _bench_runs(spec, timed, hardware=hw, context=context, dtype=dtype)
     sources = tuple(sorted({r.source for r in runs}))
@@ -104,7 +107,8 @@ def _hardware(hardware: str | None, *, needed: bool) -> str:
     return get_hardware(hardware).name
 
 
-def _spec(runs: list[ImportedRun], *, name: str, table: str, conventions: Conventions, hardware: str):
+def _spec(runs: list[ImportedRun], *, name: str, table: str, conventions: Conventions, hardware: str,
+          min_tokens_per_param: float | None = None):
     from depthwidth.study.spec import parse_spec
 
     shapes = list({r.shape.label(): r.shape for r in runs}.values())
@@ -130,6 +134,8 @@ def _spec(runs: list[ImportedRun], *, name: str, table: str, conventions: Conven
         "", "[lr]", f"grid = [{', '.join(repr(float(v)) for v in lrs)}]",
         "", "[bench]", "enabled = false",
     ]
+    if min_tokens_per_param is not None:
+        lines += ["", "[report]", f"min_tokens_per_param = {float(min_tokens_per_param)!r}"]
     for s in shapes:
         lines += ["", "[[shape]]", f"n_layers = {s.n_layers}", f"d_model = {s.d_model}", f"n_heads = {s.n_heads}"]
     return parse_spec("\n".join(lines) + "\n", source=f"import of {table}")

@@ -36,6 +36,7 @@ from depthwidth.study.expand import Expansion, Run, expand
 from depthwidth.study.jobs import Job, Outcome, execute, run_dir
 from depthwidth.study.lr_plan import Planner
 from depthwidth.study.spec import StudySpec, load_spec
+from depthwidth.study.baselines import spec_baselines, write_baselines
 from depthwidth.study.store import FINISHED, Store
 from depthwidth.study.threads import available_cores, default_workers, recorded_threads, run_threads
 
@@ -170,6 +171,7 @@ def run_study(
         planner = Planner(expansion=expansion)
         plan, new = _sync_plan(store, planner)
         write_text(folder / SPEC_FILE, spec.text)
+        write_baselines(folder, spec_baselines(spec.data))  # what every verdict is judged against (study.validity)
         stored = {r.run_id: r for r in store.runs()}
         unfinished = [r for r in _ordered(plan) if not stored[r.run_id].finished]
         todo = _jobs(unfinished, plan)

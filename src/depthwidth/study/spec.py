@@ -56,6 +56,7 @@ from depthwidth.files import read_text
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, LIMITS as SHAPE_LIMITS, NORM_KINDS, NORM_POSITIONS, POS_KINDS
 from depthwidth.study.limits import (LIMITS, bounded, bounded_number, check_study_sizes, check_tables, listed,
                                      points)
+from depthwidth.study.validity import ReportSpec
 from depthwidth.study.spec_budget import NAME_PATTERN, BudgetSpec  # noqa: F401 (re-exported)
 from depthwidth.study.spec_lr import LRSpec  # noqa: F401 (re-exported)
 from depthwidth.study.spec_train import PLACED, TrainSpec, train_config, train_section  # noqa: F401 (re-exported)
@@ -179,6 +180,7 @@ class StudySpec:
     bench: BenchSpec
     execution: ExecutionSpec
     inspect: InspectSpec | None = None  # None: no [inspect] table
+    report: ReportSpec = ReportSpec()  # [report]: the validity gates of every verdict (study.validity)
     source: str = "<spec>"  # file the spec came from (not part of any run's identity)
     text: str = ""  # its TOML text, stored with the study
 
@@ -224,7 +226,7 @@ class StudySpec:
 
 
 _SECTIONS = {"model": ModelSpec, "data": DataSpec, "eval": EvalSpec, "lr": LRSpec, "bench": BenchSpec,
-             "execution": ExecutionSpec}
+             "execution": ExecutionSpec, "report": ReportSpec}
 _TOP = ("name", "description", "hardware", "seeds", "budget", "shape", "train", *_SECTIONS, "inspect")
 
 
