@@ -27,23 +27,27 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from depthwidth.cli.closing import print_closing
     from depthwidth.cli.study import _check_executor, run_with_display
     from depthwidth.present.terminal import console
-    from depthwidth.report import write_study_report
+    from depthwidth.report import REPORT_FOLDER
+    from depthwidth.report.build import report_for
+    from depthwidth.report.export import write_report
     from depthwidth.study.demo import demo_spec
 
     _check_executor(args)
-    report, summary = run_with_display(demo_spec(), study_dir=args.dir, executor=args.executor, address=args.address,
-                              quiet=args.json)
-    written = write_study_report(report.study_dir, n_bootstrap=DEMO_BOOTSTRAP)
+    ran, summary = run_with_display(demo_spec(), study_dir=args.dir, executor=args.executor, address=args.address,
+                                    quiet=args.json)
+    report = report_for(ran.study_dir, n_bootstrap=DEMO_BOOTSTRAP)
+    files = write_report(report, Path(ran.study_dir) / REPORT_FOLDER)
+    written = [files.html, files.markdown, files.csv, files.json]
     if args.json:
-        print_json({"run": report.to_dict(), "summary": summary.to_dict(), "report": [str(p) for p in written]})
-        return 0 if not report.failed else 1
-    from depthwidth.present.study import print_summary
-
+        print_json({"run": ran.to_dict(), "summary": summary.to_dict(), "report": [str(p) for p in written]})
+        return 0 if not ran.failed else 1
     out = console()
-    out.print(f"demo: {report.completed + report.diverged} runs done now, {report.skipped} reused from "
-              f"{report.study_dir}", markup=False)
-    print_summary(out, summary)
-    out.print("report: " + ", ".join(str(p) for p in written), markup=False)
-    return 0 if not report.failed else 1
+    out.print(f"demo: {ran.completed + ran.diverged} runs done now, {ran.skipped} reused from {ran.study_dir}",
+              markup=False)
+    print_closing(out, summary, report=report, files=files)
+    return 0 if not ran.failed else 1

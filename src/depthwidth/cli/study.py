@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from depthwidth.cli import print_json
-from depthwidth.cli.common import one_line_errors, positive_int
+from depthwidth.cli.common import nonneg_float, one_line_errors, positive_int
 from depthwidth.errors import UserError
 from depthwidth.present.terminal import console
 from depthwidth.study.executors.base import EXECUTORS
@@ -112,6 +112,9 @@ def _add_import(sub) -> None:
     m.add_argument("--context", type=positive_int, metavar="T", help="cached tokens of those measurements "
                    "(default: half the sequence length)")
     m.add_argument("--dtype", choices=DTYPES, default="bf16", help="their dtype (default bf16)")
+    i.add_argument("--min-tokens-per-param", type=nonneg_float, metavar="R",
+                   help="the fits of the report leave out runs below R tokens per non-embedding parameter (the "
+                        "study's [report] min_tokens_per_param; default 4, as published ladders)")
     i.add_argument("--json", action="store_true", help="print what was imported as one JSON object")
     i.set_defaults(run=import_cmd)
 
@@ -130,7 +133,8 @@ def import_cmd(args: argparse.Namespace) -> int:
                               vocab=args.vocab, seq_len=args.seq_len, head_dim=args.head_dim,
                               params_kind=args.params_kind, tolerance=args.tolerance)
     report = import_runs(args.table, args.dir, columns=parse_columns(args.columns), conventions=conventions,
-                         name=args.name, hardware=args.hardware, context=args.context, dtype=args.dtype)
+                         name=args.name, hardware=args.hardware, context=args.context, dtype=args.dtype,
+                         min_tokens_per_param=args.min_tokens_per_param)
     if args.json:
         print_json(report.to_dict())
         return 0
@@ -169,11 +173,14 @@ def run_cmd(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"run": report.to_dict(), "summary": summary.to_dict()})
         return 0 if not report.failed else 1
-    from depthwidth.present.study import print_summary, run_report_line
+    from depthwidth.cli.closing import print_closing
+    from depthwidth.present.study import run_report_line
 
     out = console()
     out.print(run_report_line(report), markup=False)
-    print_summary(out, summary)
+    print_closing(out, summary)
+    out.print(f"the full table: depthwidth study status {report.study_dir}; the report: depthwidth report "
+              f"{report.study_dir}", markup=False)
     return 0 if not report.failed else 1
 
 
@@ -204,11 +211,17 @@ def show_cmd(args: argparse.Namespace) -> int:
             runs = store.runs(in_spec=None if args.all else True)
             results = {r.run_id: r for r in store.results(in_spec=None)}
             if args.json:
-                print_json({"runs": [r.to_dict() | {"val_loss": getattr(results.get(r.run_id), "val_loss", None)}
+                from depthwidth.study.baselines import study_baselines
+
+                found = study_baselines(store.dir, store.spec())
+                print_json({"baselines": None if found is None else found.to_dict(),
+                            "runs": [r.to_dict() | {"val_loss": getattr(results.get(r.run_id), "val_loss", None)}
                                      for r in runs]})
                 return 0
-            from depthwidth.present.study import runs_table
+            from depthwidth.present.study import baselines_line, runs_table
+            from depthwidth.study.baselines import study_baselines
 
+            console().print(baselines_line(study_baselines(store.dir, store.spec())), markup=False)
             console().print(runs_table(runs, results))
             return 0
         run = store.run(args.run_id)

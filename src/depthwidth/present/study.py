@@ -53,6 +53,7 @@ SHAPE_COLUMNS: tuple[tuple[str, Callable], ...] = (
     ("best lr", lambda r: or_dash(r.best_lr, ".3g")),
     ("lr search", lambda r: _lr_how(r)),
     ("val loss", lambda r: or_dash(r.val_loss, ".4f")),
+    ("below bigram", lambda r: "-" if r.bigram_gain is None else f"{r.bigram_gain:+.3f}" + ("" if r.learned else " no")),
     ("tok/s", lambda r: or_dash(r.tokens_per_s)),
     ("MFU", lambda r: or_dash(r.mfu, percent)),
     ("prefill ms", lambda r: _latency(r.measured_prefill_ms, r.bench_predicted_prefill_ms)),
@@ -164,8 +165,16 @@ def running_table(running):
     return table
 
 
+def baselines_line(baselines) -> str:
+    """'baselines: unigram 3.329, bigram 2.544 nats per token (...); a run must end below the bigram one'."""
+    if baselines is None:
+        return "baselines: not known (the study's corpus is not readable here)"
+    return f"baselines: {baselines.describe()}; a run counts as learned below the bigram baseline"
+
+
 def print_summary(console, summary, runs=None, running=()) -> None:
     console.print(counts_line(summary))
+    console.print(baselines_line(summary.baselines), markup=False)
     if runs is not None:
         console.print(states_table(summary, runs))
     if running:
@@ -266,11 +275,18 @@ def verify_line(expansion) -> str | None:
         home = next(g for g in expansion.groups if g.label == (mode.proxy_group or label))
         proxy = next(s for s in home.shapes if s.label() == mode.proxy)
         step = lr.step or default_step(lr.values(proxy.d_model))
-        mults = ", ".join(f"x{f:.3g}" for f in factors(lr.verify, step))
-        runs = len(shapes) * lr.verify * len(mode.final_seeds)
+        mults = ", ".join(f"x{f:.3g}" for f in factors(lr.verify_count, step))
+        runs = len(shapes) * lr.verify_count * len(mode.final_seeds)
+        adapt = (f"; if the optimum moved, every shape of the group but the proxy searches up to {lr.extra_trials} "
+                 f"more LRs ({_group_size(expansion, label) * lr.extra_trials * len(mode.final_seeds)} runs at most)"
+                 if lr.adapts else "")
         parts.append(f"group {label!r}: {', '.join(s.label() for s in shapes)} at the transferred LR {mults} "
-                     f"({runs} runs, {len(mode.final_seeds)} seed(s), full horizon only)")
+                     f"({runs} runs, {len(mode.final_seeds)} seed(s), full horizon only){adapt}")
     return "  verify: " + "; ".join(parts) + " - not results, shown next to the LR they check"
+
+
+def _group_size(expansion, label: str) -> int:
+    return len(next(g for g in expansion.groups if g.label == label).shapes)
 
 
 def repair_lines(report) -> list[str]:

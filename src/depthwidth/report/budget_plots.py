@@ -11,12 +11,12 @@ from pathlib import Path
 from depthwidth.present.figures import pyplot
 from depthwidth.present.units import count
 from depthwidth.report.budgets import BudgetRanking
-from depthwidth.report.study_plots import Figure, _save
+from depthwidth.report.study_plots import Figure, _save, reference_lines
 
 AXES = (("tokens", "training tokens"), ("flops", "model training FLOPs"), ("seconds", "predicted training seconds"))
 
 
-def plot_budgets(ranking: BudgetRanking | None, out: Path, *, hardware: str = "") -> Figure | None:
+def plot_budgets(ranking: BudgetRanking | None, out: Path, *, hardware: str = "", baselines=None) -> Figure | None:
     if ranking is None or not ranking.ladders:
         return None
     plt = pyplot()
@@ -45,6 +45,7 @@ def plot_budgets(ranking: BudgetRanking | None, out: Path, *, hardware: str = ""
             ax.set_xlabel(xlabel + (f" ({hardware})" if key == "seconds" and hardware else ""))
             ax.set_ylabel("validation loss (nats/token)")
             ax.set_title(f"{ladder.group}: loss against {xlabel.split(' ')[-1]}", fontsize=10)
+            reference_lines(ax, baselines)
             for c in [c for c in ladder.crossovers if c.resolved] if key == "tokens" else ():
                 ax.axvspan(c.low, c.high, color="0.85", zorder=0)
                 ax.axvline(c.tokens, color="0.5", ls=":", lw=1)

@@ -75,8 +75,8 @@ def draw_figures(report: Report, out: Path) -> tuple[list[Figure], list[str]]:
     figures += trade
     notes += [f"trade-off picture left out for {x}" for x in skipped]
     figures += [sp.plot_slices(s, out), plot_probes(s, out), plot_inspection(s, out), sp.plot_latency_check(s, out),
-                sp.plot_fits(s, report.trends, out), plot_shape_law(report.shape_law, out),
-                plot_budgets(report.budgets, out, hardware=report.table.hardware), plot_stability(report.stability, out)]
+                sp.plot_fits(s, report.trends, out), plot_shape_law(report.shape_law, out, baselines=s.baselines),
+                plot_budgets(report.budgets, out, hardware=report.table.hardware, baselines=s.baselines), plot_stability(report.stability, out)]
     names = ("basin", "curves", "pareto_latency", "pareto_throughput")
     for name, fig in zip(names, figures[:4]):
         if fig is None:

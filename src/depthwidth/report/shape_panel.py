@@ -16,7 +16,7 @@ from pathlib import Path
 
 from depthwidth.present.units import count, nbytes
 from depthwidth.report.shape_law import ShapeLaw, nearest_scales
-from depthwidth.report.study_plots import Figure
+from depthwidth.report.study_plots import Figure, reference_lines
 
 NAME = "shape_law"
 
@@ -38,7 +38,7 @@ def imported_note(law: ShapeLaw | None) -> str | None:
                "placeholders."))
 
 
-def plot_shape_law(law: ShapeLaw | None, out: Path) -> Figure | None:
+def plot_shape_law(law: ShapeLaw | None, out: Path, *, baselines=None) -> Figure | None:
     if law is None or law.fit is None or law.prescription is None:
         return None
     from depthwidth.present.figures import plain_log_ticks, pyplot
@@ -79,6 +79,7 @@ def plot_shape_law(law: ShapeLaw | None, out: Path) -> Figure | None:
     plain_log_ticks(ax)
     ax.set_xlabel("d_model / n_layers")
     ax.set_ylabel("validation loss (nats/token)")
+    reference_lines(ax, baselines)
     ax.set_title(f"{fit.form}: {fit.text}", fontsize=9)
     ax.legend(fontsize=8)
     gx.plot(xs, [c.gap.value for c in cands], color=cmap(0), lw=1.6)

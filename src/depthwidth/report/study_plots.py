@@ -59,6 +59,28 @@ def _group_colors(groups: Sequence[str]) -> dict[str, tuple]:
     return {g: cmap(i % 10) for i, g in enumerate(groups)}
 
 
+def reference_lines(ax, baselines) -> None:
+    """The data's unigram and bigram cross-entropy (`depthwidth.data.baselines`) as labelled horizontal lines
+    on a loss axis; a baseline far above the plotted losses is named at the top edge instead of stretching
+    the axis (the losses' differences would vanish)."""
+    if baselines is None:
+        return
+    lo, hi = ax.get_ylim()
+    span = max(hi - lo, 1e-6)
+    for name, value, style in (("bigram", baselines.bigram, "--"), ("unigram", baselines.unigram, ":")):
+        if not math.isfinite(value):
+            continue
+        if value <= hi + 0.6 * span:
+            ax.axhline(value, color="#b71c1c", ls=style, lw=1.1, zorder=1)
+            ax.annotate(f"{name} baseline {value:.3f}", (0.005, value), xycoords=("axes fraction", "data"),
+                        fontsize=7, color="#b71c1c", va="bottom")
+            hi = max(hi, value + 0.04 * span)
+        else:
+            ax.annotate(f"{name} baseline {value:.3f} (above)", (0.995, 0.99), xycoords="axes fraction", fontsize=7,
+                        color="#b71c1c", ha="right", va="top")
+    ax.set_ylim(lo, hi)
+
+
 def _label_points(ax, xs, ys, labels) -> None:
     for x, y, text in zip(xs, ys, labels):
         ax.annotate(text, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
@@ -86,6 +108,7 @@ def plot_basin(study: StudyData, out: Path) -> Figure | None:
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("aspect ratio d_model / n_layers (log scale; left = deep and narrow)")
     ax.set_ylabel("validation loss (nats/token), mean ± sd over seeds")
+    reference_lines(ax, study.baselines)
     ax.set_title("Loss against shape at a fixed budget, one line per scale (★ = best)")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(loc="best")
@@ -125,6 +148,7 @@ def plot_curves(study: StudyData, out: Path) -> Figure | None:
         if finals:
             lo, hi = min(finals), max(finals)
             ax.set_ylim(lo - 0.1 * max(hi - lo, 0.2), hi + 1.2 * max(hi - lo, 0.2))
+        reference_lines(ax, study.baselines)
         ax.set_xlabel("training tokens (log scale)")
         ax.set_ylabel("loss (nats/token)")
         ax.set_title(f"{g}: loss while training, at each shape's best LR")
@@ -330,6 +354,7 @@ def plot_fits(study: StudyData, trends: TrendReport, out: Path) -> Figure | None
                       + (" *" if f.family == trends.best_family else "")
                       + (f" ({f.distinct_n} scales: not determined)" if f.fit.warnings else ""))
         ax.fill_between(grid, [b.lo for b in bands], [b.hi for b in bands], color=color, alpha=0.15)
+    reference_lines(ax, study.baselines)
     ax.axvline(n_max, color="0.5", ls=":", lw=1)
     ax.annotate("largest measured", (n_max, ax.get_ylim()[1]), fontsize=8, rotation=90, va="top", ha="right")
     ax.set_xscale("log")
@@ -342,5 +367,5 @@ def plot_fits(study: StudyData, trends: TrendReport, out: Path) -> Figure | None
                  "Points are seeds; shaded bands are bootstrap intervals; right of the dotted line is extrapolation.")
 
 
-__all__ = ["Figure", "plot_basin", "plot_curves", "plot_fits", "plot_latency_check", "plot_lr", "plot_pareto_latency",
+__all__ = ["Figure", "reference_lines", "plot_basin", "plot_curves", "plot_fits", "plot_latency_check", "plot_lr", "plot_pareto_latency",
            "plot_pareto_throughput", "plot_slices"]

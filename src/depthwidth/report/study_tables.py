@@ -78,6 +78,15 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
         Column(key="val_loss_std", title="± (seeds)", fmt=_f(4), note="standard deviation over seeds"),
         Column(key="n_seeds", title="seeds"),
         *(ADAPT_TABLE if adapted else ()),
+        Column(key="bigram_gain", title="below bigram", fmt=lambda v: f"{v:+.3f}",
+               note="nats below the validation split's bigram baseline (positive: learned more than a bigram table)"),
+        Column(key="learned", title="learned", fmt=lambda v: "yes" if v else "no",
+               note="below the bigram baseline (study.validity); a 'no' is left out of rankings, fits and the "
+                    "recommendation"),
+        Column(key="unigram_baseline", title="unigram baseline", fmt=_f(4),
+               note="validation cross-entropy of the training split's unigram counts (add-one smoothing)"),
+        Column(key="bigram_baseline", title="bigram baseline", fmt=_f(4),
+               note="validation cross-entropy of the training split's bigram counts (add-one smoothing)"),
         *[Column(key=f"slice:{s}", title=f"loss {s}", fmt=_f(4)) for s in slices],
         *[Column(key=f"probe:{p}:{d}", title=f"{p} k={d} err", fmt=_f(3),
                  note=f"token error on held-out {p} rows at k={d} (1 - token accuracy), mean over seeds")
@@ -108,11 +117,17 @@ def comparison(study: StudyData, *, targets: dict[str, TargetEstimate], hardware
     rows = []
     for r in study.results:
         t = targets.get(r.key)
-        rows.append(_row(r, t, slices, comm=comm)
+        rows.append(_row(r, t, slices, comm=comm) | _baseline_cells(r, study.baselines)
                     | {f"probe:{p}:{d}": _probe_value(r, p, d) for p, d in probes}
                     | ({c.key: getattr(r, c.key) for c in INSPECT_TABLE} if inspect else {})
                     | ({c.key: getattr(r, c.key) for c in ADAPT_TABLE} if adapted else {}))
     return Comparison(columns=tuple(columns), rows=tuple(rows), hardware=hardware)
+
+
+def _baseline_cells(r: ShapeResult, baselines) -> dict[str, Any]:
+    return {"bigram_gain": r.bigram_gain, "learned": r.learned,
+            "unigram_baseline": None if baselines is None else baselines.unigram,
+            "bigram_baseline": None if baselines is None else baselines.bigram}
 
 
 def _probe_value(r: ShapeResult, probe: str, difficulty: str) -> float | None:
@@ -213,16 +228,16 @@ ADAPT_TABLE = (
 #: the page shows the comparison as two tables: shape and loss, then speed and memory (warnings listed apart)
 LOSS_KEYS = ("group", "shape", "n_layers", "d_model", "params", "non_embedding_params", "aspect_ratio",
              "train_flops_per_token", "best_lr", "lr_edge", "lr_search", "lr_optimum", "val_loss", "val_loss_std",
-             "n_seeds", "lr_transferred", "transferred_loss", "int8_loss_change", "effective_depth",
-             "most_important_block", "least_important_block")
+             "n_seeds", "lr_transferred", "transferred_loss", "bigram_gain", "learned", "int8_loss_change",
+             "effective_depth", "most_important_block", "least_important_block")
 SPEED_KEYS = ("group", "shape", "tokens_per_s", "mfu", "peak_memory_bytes", "measured_prefill_ms",
               "measured_decode_ms", "bench_ratio", "target_prefill_ms", "target_decode_ms", "target_source",
               *(c.key for c in COMM_TABLE))
 
 #: the columns report.md shows (the HTML page and the CSV have all of them)
 MARKDOWN_KEYS = ("group", "shape", "n_layers", "d_model", "non_embedding_params", "aspect_ratio", "best_lr",
-                 "val_loss", "val_loss_std", "n_seeds", "lr_transferred", "transferred_loss", "tokens_per_s",
-                 "comm_bytes_per_token", "measured_decode_ms", "target_decode_ms")
+                 "val_loss", "val_loss_std", "n_seeds", "lr_transferred", "transferred_loss", "bigram_gain",
+                 "tokens_per_s", "comm_bytes_per_token", "measured_decode_ms", "target_decode_ms")
 
 __all__ = ["ADAPT_TABLE", "COMM_TABLE", "Column", "Comparison", "INSPECT_TABLE", "LOSS_KEYS", "MARKDOWN_KEYS",
            "SPEED_KEYS", "comparison"]
