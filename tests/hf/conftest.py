@@ -1,27 +1,11 @@
-"""Shared by the Hugging Face interchange tests: nothing is downloaded (transformers and datasets run
-offline and read local folders only), a small English corpus, and tiny runs trained by our trainer."""
+"""Shared by the Hugging Face interchange tests: tiny runs trained by our trainer (offline settings and
+the corpus come from tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-
-for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ[_name] = "1"
-
-#: characters of the test corpus: its 10% validation tail stays below one BPE encoding chunk (4096)
-CORPUS_CHARS = 30_000
-
-
-@pytest.fixture(scope="session")
-def corpus_file(tmp_path_factory) -> Path:
-    from pydoc_data.topics import topics
-
-    path = tmp_path_factory.mktemp("hf-corpus") / "topics.txt"
-    path.write_text("".join(topics[k] for k in sorted(topics))[:CORPUS_CHARS], encoding="utf-8")
-    return path
 
 
 def train_run(folder: Path, shape, *, corpus: Path | str, tokenizer: str = "byte", steps: int = 8,
