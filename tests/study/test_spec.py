@@ -152,7 +152,7 @@ def test_examples_are_valid():
         assert spec.name and spec.lr.trials >= 2
 
 
-def test_demo_is_a_ladder_of_three_scales_with_one_transferred_lr_and_sp_at_one_scale():
+def test_demo_is_a_ladder_of_three_scales_with_one_transferred_and_verified_lr():
     from depthwidth.report.trends import family_of
     from depthwidth.shapes.params import count_params
     from depthwidth.study import expand
@@ -160,28 +160,30 @@ def test_demo_is_a_ladder_of_three_scales_with_one_transferred_lr_and_sp_at_one_
 
     spec = demo_spec()
     assert spec.data.corpus == "shakespeare" and spec.data.tokenizer == "byte" and spec.seeds == (0, 1)
+    assert not spec.model.tie_embeddings
     expansion = expand(spec, data=DataInfo(corpus_hash="x", vocab_size=256, train_tokens=10**6))
     groups = {g.label: g for g in expansion.groups}
-    assert set(groups) == {f"{g}{h}" for g in ("N100K", "N250K", "N600K", "N250K-sp") for h in ("", "@0.25", "@0.5")}
-    families = None
-    for label, target in (("N100K", 100_000), ("N250K", 250_000), ("N600K", 600_000)):
+    assert set(groups) == {f"{g}{h}" for g in ("N25K", "N50K", "N100K") for h in ("", "@0.5", "@0.75")}
+    families = []
+    for label, target in (("N25K", 25_000), ("N50K", 50_000), ("N100K", 100_000)):
         shapes = groups[label].shapes
-        assert len(shapes) == 4 and max(s.n_layers for s in shapes) >= 3.5 * min(s.n_layers for s in shapes)
+        assert len(shapes) == 4 and max(s.n_layers for s in shapes) >= 4 * min(s.n_layers for s in shapes)
         for s in shapes:
-            assert abs(count_params(s).non_embedding / target - 1) <= 0.15
-        scale = sorted(family_of(s.aspect_ratio) for s in shapes)
-        assert families in (None, scale)  # the same aspect-ratio families at every scale: trends have 3 points
-        families = scale
+            assert abs(count_params(s).non_embedding / target - 1) <= 0.17
+        families.append({family_of(s.aspect_ratio) for s in shapes})
         mode = expansion.modes[label]
-        assert mode.kind == "transfer" and mode.proxy == "L2-H64-A8"
-        assert mode.proxy_group == (None if label == "N100K" else "N100K")
-    sp = groups["N250K-sp"]
-    assert sp.overrides == {"parametrization": "sp"} and expansion.modes["N250K-sp"].kind == "bracket"
-    assert {s.n_layers for s in sp.shapes} == {7, 2}
-    # to start: the proxy's two starting LRs x 2 seeds, and SP's 2 shapes x 2 LRs x 2 seeds, each with 2 branches
-    assert len([r for r in expansion.train_runs if r.parent is None]) == 4 + 8
-    assert len([r for r in expansion.train_runs if r.parent is not None]) == 2 * 12
-    assert spec.lr.verify == 2  # the transfer is checked at the largest scale: N600K's extremes at LR/2, 2 LR
+        assert mode.kind == "transfer" and mode.proxy == "L2-H32-A4"
+        assert mode.proxy_group == (None if label == "N25K" else "N25K")
+    # the deep-narrow and the middle families recur at every scale: their trends have three scales
+    assert {"d/L~8", "d/L~16"} <= families[0] & families[1] & families[2]
+    # every run is 400 optimizer steps: past the bigram baseline, with horizons at 200 and 300 steps
+    tokens_per_step = spec.data.seq_len * spec.data.batch_size
+    assert {groups[g].tokens // tokens_per_step for g in ("N25K", "N50K", "N100K")} == {400}
+    # to start: the proxy's two starting LRs x 2 seeds, each with 2 branches
+    assert len([r for r in expansion.train_runs if r.parent is None]) == 4
+    assert len([r for r in expansion.train_runs if r.parent is not None]) == 2 * 4
+    assert spec.lr.verify == "adapt" and spec.lr.extra_trials == 2  # checked at N100K, re-tuned if it moved
+    assert spec.report.min_tokens_per_param == 3.0 and spec.report.min_scales == 3
 
 
 def _transfer(extra: str) -> str:
