@@ -135,7 +135,7 @@ def test_study_line_says_when_the_time_left_is_unknown():
         assert display.study_line() == "study: 0/2 runs done, 0:01:01 elapsed, time left unknown"
 
 
-def test_predictions_of_the_demo_runs():
+def test_predictions_of_the_demo_runs(tmp_path, monkeypatch):
     from depthwidth.study.demo import demo_spec
     from depthwidth.study.eta import predicted_runs
     from depthwidth.study.runner import prepare
@@ -149,5 +149,7 @@ def test_predictions_of_the_demo_runs():
             assert p == 0.0  # a benchmark; a branch, trained inside its parent's job
         else:
             assert p > 0
-    # no profile of this machine (each test has an empty cache): no prediction, the ETA falls back
+    # no profile of this machine (an empty cache: the suite's shared one may hold a profile by now): no
+    # prediction, the ETA falls back
+    monkeypatch.setenv("DEPTHWIDTH_CACHE", str(tmp_path / "empty-cache"))
     assert set(predicted_runs(runs, hardware="measured", threads=lambda run: 1).values()) <= {None, 0.0}
