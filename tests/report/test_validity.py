@@ -88,3 +88,19 @@ def test_the_closing_lines_give_a_verdict_per_scale(tmp_path):
     assert next(x for x in lines if x.startswith("recommendation: ")).startswith(
         "recommendation: Recommended: L4-H96-A6 (P400k")
     assert "  failed: L1-H96-A6 lr=0.001 seed=1: RuntimeError: out of memory (synthetic)" in lines
+
+
+def test_the_page_and_the_markdown_give_the_baselines_and_a_verdict_per_scale(tmp_path):
+    from depthwidth.report.export import write_report
+
+    report = _report(tmp_path, bigram=2.6)
+    files = write_report(report, tmp_path / "report")
+    page, md = files.html.read_text(), files.markdown.read_text()
+    assert "<dt>baselines (validation split)</dt><dd>unigram 3.4000, bigram 2.6000 nats per token" in page
+    assert '<h2 id="verdict-per-scale">Verdict per scale</h2><ul id="verdicts"><li>no verdict at P100k: no run is ' \
+           "below the bigram baseline (2.600) (sp)</li><li>P400k (sp): L4-H96-A6 2.42" in page
+    assert "- **baselines**: unigram 3.400, bigram 2.600 nats per token" in md
+    assert "## Verdict per scale\n\n- no verdict at P100k: no run is below the bigram baseline (2.600) (sp)\n" in md
+    data = __import__("json").loads(files.json.read_text())
+    assert [v["winner"] for v in data["verdicts"]] == [None, "L4-H96-A6"]
+    assert data["study"]["baselines"]["bigram"] == 2.6

@@ -17,6 +17,7 @@ from depthwidth.report.stability import Stability, stability
 from depthwidth.report.study_tables import Comparison, comparison
 from depthwidth.report.targets import STUDY, TargetEstimate, estimate_target, hardware_label, resolve_target
 from depthwidth.report.trends import TrendPoint, TrendReport, fit_trends
+from depthwidth.report.verdicts import ScaleVerdict, scale_verdicts
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,6 +31,7 @@ class Report:
     recommendation: Recommendation
     shape_law: ShapeLaw | None = None  # the shape-aware law and its prescription (`report.shape_law`)
     budgets: BudgetRanking | None = None  # the ranking against budget (`report.budgets`)
+    verdicts: tuple[ScaleVerdict, ...] = ()  # one per full-horizon group (`report.verdicts`)
     stability: Stability | None = None  # decision accuracy of the cheaper proxies (`report.stability`)
 
     def to_dict(self) -> dict:
@@ -39,6 +41,7 @@ class Report:
                 "recommendation": self.recommendation.to_dict(),
                 "shape_law": None if self.shape_law is None else self.shape_law.to_dict(),
                 "budgets": None if self.budgets is None else self.budgets.to_dict(),
+                "verdicts": [v.to_dict() for v in self.verdicts],
                 "stability": None if self.stability is None else self.stability.to_dict()}
 
 
@@ -105,8 +108,10 @@ def build_report(
     # the validity gate (`ShapeResult.learned`, None: not judged) where the results carry it
     stab = stability(study.results, learned=lambda r: getattr(r, "learned", None) is not False,
                      n_bootstrap=n_bootstrap, seed=seed)
+    bigram = study.baselines.bigram if study.baselines is not None else None
     return Report(study=study, hardware=hw, targets=targets, table=table, trends=trends, noise=noise,
-                  recommendation=rec, shape_law=law, budgets=budgets, stability=stab)
+                  recommendation=rec, shape_law=law, budgets=budgets, stability=stab,
+                  verdicts=scale_verdicts(study.results, noise, bigram=bigram))
 
 
 def _seconds_of(study: StudyData, hw: str):

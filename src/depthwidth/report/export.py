@@ -135,6 +135,8 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(report: Report, figures, *, notes=()) -> str:
+    from depthwidth.report.html import verdict_list
+
     s, p, rec, t = report.study, report.study.protocol, report.recommendation, report.table
     cols = [c for c in t.columns if c.key in MARKDOWN_KEYS]
     lines = [f"# Depth versus width: {_md_escape(s.name)}", ""]
@@ -147,8 +149,10 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
                  ("parametrization", p.parametrization_text()), ("learning-rate grid", p.lr_grid),
                  ("learning-rate search", p.lr_search_text()), ("LR trials per shape", ", ".join(map(str, p.lr_trials))),
                  ("seeds", ", ".join(map(str, p.seeds))), ("batch-stream hashes", ", ".join(p.batch_stream_hashes)),
+                 ("baselines", "not known" if s.baselines is None else s.baselines.describe()),
                  ("fair", "yes" if p.fair else "NO")):
         lines.append(f"- **{k}**: {_md_escape(v)}")
+    lines += ["", "## Verdict per scale", "", *[f"- {line}" for line in verdict_list(report, _md_escape)]]
     lines += ["", "## Protocol warnings", ""]
     budget_warnings = report.budgets.warnings if report.budgets is not None else ()
     lines += [f"- {_md_escape(w)}" for w in (*p.warnings, *s.notes, *budget_warnings)] or ["- none"]

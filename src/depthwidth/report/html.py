@@ -62,6 +62,7 @@ def _protocol(report: Report) -> str:
         ("learning-rate grid", p.lr_grid), ("learning-rate search", p.lr_search_text()),
         ("learning-rate trials per shape", ", ".join(map(str, p.lr_trials)) or "-"),
         ("seeds", ", ".join(map(str, p.seeds)) or "-"),
+        ("baselines (validation split)", _baselines(s.baselines)),
         ("batch-stream hashes", ", ".join(p.batch_stream_hashes) or "-"),
         ("study hardware", p.hardware), ("report hardware", report.table.hardware),
         ("fair comparison", ("cannot be checked (imported runs)" if imported_note(report.shape_law) else "yes")
@@ -69,6 +70,23 @@ def _protocol(report: Report) -> str:
         ("runs", _run_counts(report)),
     ]
     return _kv(pairs)
+
+
+def _baselines(baselines) -> str:
+    if baselines is None:
+        return "not known (the corpus is not readable here): no run is judged against the data's baselines"
+    return (f"unigram {baselines.unigram:.4f}, bigram {baselines.bigram:.4f} nats per token (add-one smoothing, "
+            "counts from the training split); a run counts as learned below the bigram baseline")
+
+
+def verdict_list(report: Report, escape) -> list[str]:
+    """One line per full-horizon group: its winner and margin against the noise, or no verdict."""
+    return [escape(v.line) for v in report.verdicts]
+
+
+def _verdicts(report: Report) -> str:
+    items = "".join(f"<li>{line}</li>" for line in verdict_list(report, _e))
+    return f'<ul id="verdicts">{items}</ul>' if items else '<p class="muted">No completed run.</p>'
 
 
 def _run_counts(report: Report) -> str:
@@ -178,6 +196,7 @@ def render_html(report: Report, figures: Sequence[Figure], *, notes: Sequence[st
         f"<h1>Depth versus width: {_e(s.name)}</h1>",
         f'<p class="muted">{_e(s.description)}</p>' if s.description else "",
         f'<div class="glance"><b>At a glance.</b> {_e(glance)} <a href="#recommendation">Details</a></div>',
+        f'<h2 id="verdict-per-scale">Verdict per scale</h2>{_verdicts(report)}',
         f'<h2 id="protocol">Study and protocol</h2>{_protocol(report)}',
         f'<h2 id="warnings">Protocol warnings</h2>{_warnings(report)}',
         f'<h2 id="table">Comparison</h2><h3>Shape and loss</h3>{_table(report, LOSS_KEYS, "comparison-loss")}'
