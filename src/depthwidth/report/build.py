@@ -98,7 +98,8 @@ def build_report(
             continue  # a bench length beyond the model's table: shown as not available
     noise = estimate_noise(study.results)
     rec = recommend(study.results, constraints, seq_len=p.seq_len or None, batch_size=p.batch_size or 1, noise=noise)
-    trends = fit_trends(trend_points(study), n_bootstrap=n_bootstrap, seed=seed)
+    trends = fit_trends(trend_points(study), n_bootstrap=n_bootstrap, seed=seed,
+                        min_scales=rules_of(study.spec).min_scales)
     _, left_out = fit_results(study.results, rules_of(study.spec))
     trends = replace(trends, warnings=tuple(left_out) + trends.warnings)
     table = comparison(study, targets=targets, hardware=hardware_label(hw))

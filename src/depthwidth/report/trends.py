@@ -97,9 +97,10 @@ def fit_trends(
     n_bootstrap: int = 200,
     level: float = 0.95,
     seed: int = 0,
+    min_scales: int = 2,
 ) -> TrendReport:
-    """Fit L(N) per aspect-ratio family (and L(N, D) where token counts vary independently of N),
-    pick the family with the lowest predicted loss at `factors[0]` x the largest measured N, and
+    """Fit L(N) per aspect-ratio family (and L(N, D) where token counts vary independently of N) measured
+    at `min_scales` scales or more (the study's `[report]` rule; at least 2), pick the family with the lowest predicted loss at `factors[0]` x the largest measured N, and
     extrapolate every fitted family to each factor with a bootstrap band at `level`."""
     if not factors or any(not f > 0 for f in factors):
         raise UserError(f"factors={list(factors)!r} must be positive multiples of the largest measured N")
@@ -109,7 +110,8 @@ def fit_trends(
 
     families = []
     for name, pts in sorted(groups.items(), key=lambda kv: _median([p.aspect_ratio for p in kv[1]])):
-        families.append(_fit_family(name, pts, n_bootstrap=n_bootstrap, level=level, seed=seed))
+        families.append(_fit_family(name, pts, n_bootstrap=n_bootstrap, level=level, seed=seed,
+                                    min_scales=min_scales))
 
     warnings: list[str] = []
     fitted = [f for f in families if f.fit is not None]
@@ -173,16 +175,18 @@ def count_scales(ns: Sequence[float], *, ratio: float = SCALE_RATIO) -> int:
     return scales
 
 
-def _fit_family(name: str, pts: list[TrendPoint], *, n_bootstrap: int, level: float, seed: int) -> FamilyTrend:
+def _fit_family(name: str, pts: list[TrendPoint], *, n_bootstrap: int, level: float, seed: int,
+                min_scales: int = 2) -> FamilyTrend:
     ns = [p.n for p in pts]
     distinct_n = count_scales(ns)
     distinct_d = len({round(math.log(p.d), 6) for p in pts})
     labels = tuple(sorted({p.label for p in pts}))
     base = dict(family=name, aspect_ratio=_median([p.aspect_ratio for p in pts]), labels=labels,
                 n_points=len(pts), distinct_n=distinct_n)
-    if distinct_n < 2 or len(pts) < 3:
+    if distinct_n < max(2, min_scales) or len(pts) < 3:
+        rule = f" (a fit needs {min_scales} scales: [report] min_scales)" if distinct_n >= 2 else ""
         return FamilyTrend(**base, fit=None, joint_fit=None,
-                           skipped=f"measured at {distinct_n} scale(s) with {len(pts)} point(s): no trend to fit")
+                           skipped=f"measured at {distinct_n} scale(s) with {len(pts)} point(s): no trend to fit{rule}")
     fit = fit_power_law(n=ns, loss=[p.loss for p in pts], n_bootstrap=n_bootstrap, level=level, seed=seed)
     joint = None
     if distinct_d > 1 and len(pts) >= 6 and not _collinear(pts):
