@@ -5,6 +5,10 @@ that names the field, the file or the line and what was expected. The command li
 line and exits with status 2. Any other exception is a defect of depthwidth itself: the command line
 lets it keep its traceback. `UserError` is a `ValueError`, so library callers that catch `ValueError`
 keep working.
+
+A message that quotes the user's input (a cell of a table, a spec value, a flag) quotes it through
+`echo` or `echo_repr`: at most `ECHO_CHARS` characters of it, then "... (N characters)", so a hostile
+100 KB value is still one short line that says how long it was.
 """
 
 
@@ -12,15 +16,21 @@ class UserError(ValueError):
     """A mistake in the input (not a bug): its message is one line naming what is wrong and what is allowed."""
 
 
-#: the most characters of a string read from a user's file that a message echoes
+#: the most characters of a string read from a user's input that a message echoes
 ECHO_CHARS = 200
 
 
 def echo(text: object, limit: int = ECHO_CHARS) -> str:
-    """`text` as a message echoes it: cut to `limit` characters, "..." marking the cut (a hostile file's
-    string is not worth a page). `depthwidth.shapes.checks.shown` is the same for a value's repr."""
+    """`str(text)` as a message quotes it: up to `limit` characters, else its first `limit` characters and
+    "... (N characters)" with N its full length."""
     text = str(text)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-__all__ = ["ECHO_CHARS", "UserError", "echo"]
+def echo_repr(value: object, limit: int = ECHO_CHARS) -> str:
+    """`repr(value)` cut as `echo` cuts (a string shown with its quotes, so an empty or blank one is visible).
+    `depthwidth.shapes.checks.shown` is the analytic core's shorter form of it."""
+    return echo(repr(value), limit)
+
+
+__all__ = ["ECHO_CHARS", "UserError", "echo", "echo_repr"]

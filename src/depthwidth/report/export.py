@@ -2,7 +2,8 @@
 and every plot as PNG and SVG. Every file is written into a temporary folder inside the target and the
 files are moved in together at the end (`depthwidth.files.staged_folder`), so an interrupted write never
 leaves a half page that looks complete, and a full disk or a read-only target is one line naming the
-folder and the reason, leaving the earlier report there as it was."""
+folder and the reason, leaving the earlier report there as it was. Every cell of results.csv goes through
+`csv_cell`: a study's labels are the user's text, and a spreadsheet opening the file runs none of them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import io
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,14 +120,34 @@ def _clean(value):
     return value
 
 
+#: first characters that make a spreadsheet read a text cell as a formula (OWASP, "CSV Injection")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_cell(value):
+    """A value as a CSV cell a spreadsheet shows and never runs: a text that starts like a formula
+    (`FORMULA_STARTS`) and is not a number gets a leading single quote (OWASP's rule); numbers, and texts
+    that are numbers ("-0.5", "1e-3"), stay as they are; None is an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, (bool, int, float)):
+        return value
+    text = str(value)
+    if text.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
 def render_csv(report: Report) -> str:
-    """One row per (budget, shape), raw values; the header is the comparison table's column keys."""
+    """One row per (budget, shape), raw values; the header is the comparison table's column keys. Every
+    cell, the header's too, goes through `csv_cell`."""
     t = report.table
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([c.key for c in t.columns])
+    writer.writerow([csv_cell(c.key) for c in t.columns])
     for row in t.rows:
-        writer.writerow(["" if row.get(c.key) is None else row.get(c.key) for c in t.columns])
+        writer.writerow([csv_cell(row.get(c.key)) for c in t.columns])
     return buf.getvalue()
 
 
@@ -199,4 +221,5 @@ def render_markdown(report: Report, figures, *, notes=()) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["HTML_NAME", "ReportFiles", "draw_figures", "render_csv", "render_markdown", "write_report"]
+__all__ = ["FORMULA_STARTS", "HTML_NAME", "ReportFiles", "csv_cell", "draw_figures", "render_csv", "render_markdown",
+           "write_report"]

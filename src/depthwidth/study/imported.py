@@ -13,14 +13,14 @@ with a decode_ms column, one bench run per shape holding the median latency as m
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import statistics
 import time
 from pathlib import Path
 
-from depthwidth.errors import UserError
-from depthwidth.study.importer import (INFO_FILE, Conventions, ImportReport, ImportedRun, parse_runs, study_name)
+from depthwidth.errors import UserError, echo
+from depthwidth.study.importer import (INFO_FILE, Conventions, ImportReport, ImportedRun, parse_runs, study_name,
+                                     table_name)
 
 #: the corpus of an imported run: its source's name (hashed into the run's corpus hash)
 CORPUS = "imported"
@@ -45,24 +45,25 @@ def import_runs(table: str | os.PathLike, study_dir: str | os.PathLike, *, colum
     if folder.exists() and not folder.is_dir():
         raise UserError(f"--dir {folder}: exists and is not a folder")
     runs, text, ignored = parse_runs(table, columns=columns, conventions=conventions)
-    _check_lr(runs, Path(table).name)
+    shown = table_name(table)
+    _check_lr(runs, shown)
     timed = [r for r in runs if r.decode_ms is not None]
     hw = _hardware(hardware, needed=bool(timed))
     sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
     name = name or study_name(table)
-    spec = _spec(runs, name=name, table=Path(table).name, conventions=conventions, hardware=hw,
+    spec = _spec(runs, name=name, table=shown, conventions=conventions, hardware=hw,
                  min_tokens_per_param=min_tokens_per_param)
-    train_rows, outcomes = _train_runs(spec, runs, table=Path(table).name, sha=sha)
+    train_rows, outcomes = _train_runs(spec, runs, table=shown, sha=sha)
     bench_rows, bench_outcomes = _bench_runs(spec, timed, hardware=hw, context=context, dtype=dtype)
     sources = tuple(sorted({r.source for r in runs}))
-    info = {"table": Path(table).name, "sha256": sha, "rows": len(runs), "sources": list(sources),
+    info = {"table": shown, "sha256": sha, "rows": len(runs), "sources": list(sources),
             "columns": dict(columns or {}), "conventions": conventions.to_dict(), "ignored_columns": list(ignored),
             "hardware": hw, "lr_given": any(r.lr is not None for r in runs), "imported_at": time.time()}
     from depthwidth.study.store import Store
 
     with staged_folder(folder, what="the imported study") as tmp:
         with Store.create(tmp, name=spec.name, spec=spec.to_dict(), spec_text=spec.text,
-                          source=f"imported from {Path(table).name}") as store:
+                          source=f"imported from {shown}") as store:
             store.sync_runs(train_rows + bench_rows)
             for run_id, status, result in outcomes + bench_outcomes:
                 store.mark_running(run_id, worker="import")
@@ -71,7 +72,7 @@ def import_runs(table: str | os.PathLike, study_dir: str | os.PathLike, *, colum
         write_json(tmp / INFO_FILE, info)
     notes = []
     if ignored:
-        notes.append(f"columns not read: {', '.join(ignored)}")
+        notes.append(f"columns not read: {echo(', '.join(ignored))}")
     if all(r.lr is None for r in runs):
         notes.append(f"no lr column: the runs' learning rates are unknown; the study stores {PLACEHOLDER_LR:g} as a "
                      "placeholder, and the report cannot say how they were tuned")
@@ -120,16 +121,16 @@ def _spec(runs: list[ImportedRun], *, name: str, table: str, conventions: Conven
     description = (f"{len(runs)} runs imported from {table} (source: {', '.join(sources)}); trained elsewhere, so the "
                    "fairness of their protocol cannot be checked")
     lines = [
-        f"# Runs imported by `depthwidth study import` from {json.dumps(table)}: trained elsewhere, not by this spec.",
+        f"# Runs imported by `depthwidth study import` from {_toml(table)}: trained elsewhere, not by this spec.",
         "# It records their conventions and shapes; nothing of it is run ([bench] is off).",
-        f"name = {json.dumps(name)}",
-        f"description = {json.dumps(description)}",
-        f"hardware = {json.dumps(hardware)}",
+        f"name = {_toml(name)}",
+        f"description = {_toml(description)}",
+        f"hardware = {_toml(hardware)}",
         f"seeds = [{', '.join(str(s) for s in sorted({r.seed for r in runs}))}]",
-        "", "[model]", f"ffn = {json.dumps(c.ffn)}", f"norm = {json.dumps(c.norm)}", f"bias = {json.dumps(c.bias)}",
-        f"pos = {json.dumps(c.pos)}", f"tie_embeddings = {'true' if c.tied else 'false'}",
+        "", "[model]", f"ffn = {_toml(c.ffn)}", f"norm = {_toml(c.norm)}", f"bias = {_toml(c.bias)}",
+        f"pos = {_toml(c.pos)}", f"tie_embeddings = {'true' if c.tied else 'false'}",
         f"max_seq_len = {max(s.max_seq_len for s in shapes)}",
-        "", "[data]", f"corpus = {json.dumps(CORPUS)}", f"seq_len = {seq_len}", "batch_size = 1",
+        "", "[data]", f"corpus = {_toml(CORPUS)}", f"seq_len = {seq_len}", "batch_size = 1",
         "", "[train]", f"tokens = {min(r.tokens for r in runs)}",
         "", "[lr]", f"grid = [{', '.join(repr(float(v)) for v in lrs)}]",
         "", "[bench]", "enabled = false",
@@ -141,17 +142,40 @@ def _spec(runs: list[ImportedRun], *, name: str, table: str, conventions: Conven
     return parse_spec("\n".join(lines) + "\n", source=f"import of {table}")
 
 
+def _toml(text: str) -> str:
+    """`text` as a TOML basic string: `"` and `\\` escaped, control characters as \\uXXXX, any other
+    character as it is (TOML reads UTF-8 text; a JSON string's surrogate-pair escapes it refuses). A lone
+    surrogate (a file name that is not UTF-8) has no TOML form: it becomes U+FFFD."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def _train_runs(spec, runs: list[ImportedRun], *, table: str, sha: str):
     from depthwidth.study.expand import DataInfo, train_config
     from depthwidth.study.run_config import config_hash
 
-    rows, outcomes = [], []
+    rows, outcomes, seen = [], [], {}
     default_lr = spec.lr.grid[0]
     for r in runs:
         data = DataInfo(corpus_hash=hashlib.sha256(f"{CORPUS}:{r.source}".encode()).hexdigest(),
                         vocab_size=r.shape.vocab_size, train_tokens=r.tokens)
         config = train_config(spec, data=data, shape=r.shape, tokens=r.tokens, lr=r.lr or default_lr, seed=r.seed)
         run_id = config_hash(config)
+        if run_id in seen:  # one run id holds one run: a second row of the same config would be dropped
+            raise UserError(f"{table}: row {r.row} (line {r.line}), column seed: the same run as row {seen[run_id]} "
+                            "(same shape, tokens, lr, seed and source; a label does not make another run); give "
+                            "each run its own seed")
+        seen[run_id] = r.row
         rows.append({"run_id": run_id, "kind": "train", "group": r.group, "shape_label": r.shape.label(),
                      "lr": r.lr or default_lr,
                      "seed": r.seed, "lr_trials": 1, "config": config})

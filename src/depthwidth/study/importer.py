@@ -2,7 +2,8 @@
 spreadsheet of published models), so that the report, `recommend` and the shape-aware fits read it like a
 study this tool ran.
 
-The table is CSV (a header row) or JSON lines (one object per line), one row per finished run:
+The table is CSV (a header row; lines end with LF, CRLF or CR alone; no cell longer than the csv module's
+131,072 characters) or JSON lines (one object per line), one row per finished run:
     required  d_model, n_layers, tokens (training tokens), loss (final validation loss, nats per token)
     optional  n_heads, vocab, params, flops (training FLOPs of the run), seed, lr, tokens_per_s, decode_ms
               (batch-1 decode latency per token, on `hardware`), seq_len, label (its budget group), source
@@ -13,12 +14,14 @@ tying, vocabulary, sequence length, head size when n_heads is missing). A count 
 against the shape: params against `count_params` (total, or non-embedding with params_kind), flops
 against tokens x `shapes.flops` training FLOPs per token, 6 N D with N total, or 6 N D with N
 non-embedding, each within `tolerance`. Every row is checked before anything is written; the first bad
-cell is one `UserError` naming its row, line and column. The study is written through the store's own
-API (spec, run configs and ids, `Store.create` / `sync_runs` / `record_finished`) into a staged folder,
-so a failure leaves nothing. `import.json` beside the store records the provenance (table, its sha256,
-column map, conventions, sources); the report reads it (`imported_info`) to say that the runs were
-imported and that the fairness of their protocol cannot be checked. Rows of one source share a corpus
-hash of that source's name, so runs of two trainers are never taken for runs on the same data.
+cell is one `UserError` naming its row, line and column, quoting the cell cut by `errors.echo_repr`. Two
+rows of one run (same shape, tokens, lr, seed and source) are refused: a run id holds one run. The study
+is written through the store's own API (spec, run configs and ids, `Store.create` / `sync_runs` /
+`record_finished`) into a staged folder, so a failure leaves nothing. `import.json` beside the store
+records the provenance (table, its sha256, column map, conventions, sources); the report reads it
+(`imported_info`) to say that the runs were imported and that the fairness of their protocol cannot be
+checked. Rows of one source share a corpus hash of that source's name, so runs of two trainers are never
+taken for runs on the same data.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from depthwidth.errors import UserError
+from depthwidth.errors import UserError, echo, echo_repr
 from depthwidth.files import read_text
 from depthwidth.serial import Serializable
 from depthwidth.shapes.shape import BIAS_KINDS, FFN_KINDS, NORM_KINDS, POS_KINDS, Shape
@@ -46,6 +49,7 @@ TEXTS = ("label", "source")
 PARAMS_KINDS = ("total", "non-embedding")
 INFO_FILE = "import.json"
 MAX_ROWS = 10_000  # a study's run limit (`study.limits`)
+MAX_INTEGER = 2**63 - 1  # the store's integers are SQLite's (64-bit signed)
 _SHAPE_COLUMN = {"n_layers": "n_layers", "d_model": "d_model", "n_heads": "n_heads", "vocab_size": "vocab",
                  "max_seq_len": "seq_len"}
 
@@ -112,9 +116,9 @@ def parse_columns(text: str | None) -> dict[str, str]:
         ours, sep, theirs = item.partition("=")
         ours, theirs = ours.strip(), theirs.strip()
         if not sep or not ours or not theirs:
-            raise UserError(f"--columns {item!r}: expected OURS=THEIRS, e.g. d_model=hidden_size")
+            raise UserError(f"--columns {echo_repr(item)}: expected OURS=THEIRS, e.g. d_model=hidden_size")
         if ours not in COLUMNS:
-            raise UserError(f"--columns {item!r}: {ours!r} is not a column of an import; expected one of "
+            raise UserError(f"--columns: {echo_repr(ours)} is not a column of an import; expected one of "
                             f"{', '.join(COLUMNS)}")
         out[ours] = theirs
     return out
@@ -123,23 +127,21 @@ def parse_columns(text: str | None) -> dict[str, str]:
 def read_table(path: str | os.PathLike, *, columns: dict[str, str] | None = None):
     """(text, [(row, line, {our column: cell text or None})], ignored table columns)."""
     text = read_text(path, what="run table").removeprefix("\ufeff")  # a spreadsheet's byte-order mark
-    name = Path(path).name
+    name = table_name(path)
     columns = columns or {}
     stripped = text.lstrip()
     if Path(path).suffix.lower() in (".jsonl", ".json", ".ndjson") or stripped.startswith("{"):
         records, header = _json_lines(text, name)
     else:
-        reader = csv.DictReader(io.StringIO(text))
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        reader.fieldnames = header
-        records = [(i, reader.line_num, rec) for i, rec in enumerate(reader, start=1)]
+        records, header = _csv_rows(text, name)
         if any(None in rec for _, _, rec in records):
             row, line, _ = next(r for r in records if None in r[2])
             raise UserError(f"{name}: row {row} (line {line}) has more cells than the header")
     lookup = {ours: columns.get(ours, ours) for ours in COLUMNS}
     for ours, theirs in columns.items():
         if theirs not in header:
-            raise UserError(f"{name}: --columns {ours}={theirs}: the table has no column {theirs!r}")
+            raise UserError(f"{name}: --columns {echo(ours)}={echo(theirs)}: the table has no column "
+                            f"{echo_repr(theirs)}")
     missing = [c for c in REQUIRED if lookup[c] not in header]
     if missing:
         raise UserError(f"{name}: column {missing[0]!r} is missing (required: {', '.join(REQUIRED)}; map a column "
@@ -152,6 +154,22 @@ def read_table(path: str | os.PathLike, *, columns: dict[str, str] | None = None
     rows = [(row, line, {c: _cell(rec.get(lookup[c])) for c in COLUMNS if lookup[c] in header})
             for row, line, rec in records]
     return text, rows, tuple(h for h in header if h not in used)
+
+
+def _csv_rows(text: str, name: str):
+    """The CSV rows of `text` as `_json_lines` gives them; a line ends with LF, CRLF or CR alone."""
+    reader = csv.DictReader(io.StringIO(text, newline=""))  # newline="": the csv module splits the lines itself
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        reader.fieldnames = header
+        records = [(i, reader.line_num, rec) for i, rec in enumerate(reader, start=1)]
+    except csv.Error as exc:
+        line = reader.reader.line_num
+        if "field limit" in str(exc):
+            raise UserError(f"{name}: line {line}: a cell of more than {csv.field_size_limit():,} characters; no "
+                            "cell of a run table is that long") from None
+        raise UserError(f"{name}: line {line}: not readable as CSV ({exc})") from None
+    return records, header
 
 
 def _json_lines(text: str, name: str):
@@ -180,12 +198,12 @@ def _cell(value) -> str | None:
 def parse_runs(path: str | os.PathLike, *, columns: dict[str, str] | None = None,
                conventions: Conventions = Conventions()) -> tuple[list[ImportedRun], str, tuple[str, ...]]:
     """Every row of the table as an `ImportedRun`, each checked (module docstring); (runs, text, ignored)."""
-    name = Path(path).name
+    name, stem = table_name(path), table_name(path, stem=True)
     text, rows, ignored = read_table(path, columns=columns)
-    sources = {(cells.get("source") or Path(path).stem) for _, _, cells in rows}
+    sources = {(cells.get("source") or stem) for _, _, cells in rows}
     runs, seen = [], {}
     for row, line, cells in rows:
-        run = _run(name, row, line, cells, conventions, default_source=Path(path).stem, many=len(sources) > 1)
+        run = _run(name, row, line, cells, conventions, default_source=stem, many=len(sources) > 1)
         key = (run.group, run.shape.label(), run.lr, run.seed)
         if key in seen:
             raise UserError(f"{name}: row {row} (line {line}), column seed: the same run as row {seen[key]} (same "
@@ -212,17 +230,19 @@ def _run(name, row, line, cells, conv: Conventions, *, default_source: str, many
         try:
             value = float(raw)
         except ValueError:
-            raise bad(column, f"{raw[:40]!r} is not a number") from None
+            raise bad(column, f"{echo_repr(raw)} is not a number") from None
         if not math.isfinite(value):
-            raise bad(column, f"{raw[:40]!r} is not a finite number")
+            raise bad(column, f"{echo_repr(raw)} is not a finite number")
         if column == "seed":
             if value < 0 or value != int(value) or value >= 2**63:
-                raise bad(column, f"{raw[:40]!r} must be a whole number >= 0")
+                raise bad(column, f"{echo_repr(raw)} must be a whole number >= 0")
         elif value <= 0:
-            raise bad(column, f"{raw[:40]!r} must be positive")
+            raise bad(column, f"{echo_repr(raw)} must be positive")
         if column in INTEGERS:
             if value != int(value):
-                raise bad(column, f"{raw[:40]!r} must be a whole number")
+                raise bad(column, f"{echo_repr(raw)} must be a whole number")
+            if value > MAX_INTEGER:
+                raise bad(column, f"{echo_repr(raw)} is too large (at most {MAX_INTEGER:,}, the store's integers)")
             value = int(value)
         values[column] = value
     for column in REQUIRED:
@@ -290,6 +310,13 @@ def _human(value: float) -> str:
     return human(value)
 
 
+def table_name(path: str | os.PathLike, *, stem: bool = False) -> str:
+    """The table's file name (or its stem) as messages, the spec and the store record it: bytes of a name
+    that are not UTF-8 (undecodable, held as lone surrogates) become U+FFFD, which every text format holds."""
+    p = Path(path)
+    return os.fsencode(p.stem if stem else p.name).decode("utf-8", "replace")
+
+
 def study_name(path: str | os.PathLike) -> str:
     """A study name (letters, digits, '-', '_', '.') from the table's file name."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(path).stem).strip("-._") or "imported"
@@ -297,4 +324,4 @@ def study_name(path: str | os.PathLike) -> str:
 
 
 __all__ = ["COLUMNS", "Conventions", "INFO_FILE", "ImportReport", "ImportedRun", "OPTIONAL", "PARAMS_KINDS",
-           "REQUIRED", "parse_columns", "parse_runs", "read_table", "study_name"]
+           "REQUIRED", "parse_columns", "parse_runs", "read_table", "study_name", "table_name"]

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from depthwidth.errors import UserError
+from depthwidth.errors import UserError, echo, echo_repr
 from depthwidth.shapes.checks import shown
 
 
@@ -27,7 +27,7 @@ class SpecError(UserError):
     def __init__(self, message: str, *, source: str = "<spec>", key: str = "", line: int | None = None) -> None:
         self.source, self.key, self.line, self.message = source, key, line, message
         where = source if line is None else f"{source}:{line}"
-        super().__init__(f"{where}: {key}: {message}" if key else f"{where}: {message}")
+        super().__init__(f"{where}: {echo(key)}: {message}" if key else f"{where}: {message}")
 
     def located(self, *, source: str, text: str | None) -> SpecError:
         """The same error with the file name and, when it can be found, the line."""
@@ -50,8 +50,9 @@ def checked(check: Checker, default: Any = dataclasses.MISSING, *, doc: str = ""
 
 
 def _describe(value: Any) -> str:
+    """A spec value as a message quotes it: its repr, cut by `echo_repr`, and its TOML type."""
     kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "table"}
-    return f"{value!r} ({kind.get(type(value), type(value).__name__)})"
+    return f"{echo_repr(value)} ({kind.get(type(value), type(value).__name__)})"
 
 
 # ---- checkers --------------------------------------------------------------------------------------
@@ -95,7 +96,7 @@ def text(pattern: str | None = None, *, what: str = "a string") -> Checker:
         if not isinstance(value, str) or not value:
             raise _Bad(f"expected {what}, got {_describe(value)}")
         if pattern is not None and not re.fullmatch(pattern, value):
-            raise _Bad(f"expected {what}, got {value!r}")
+            raise _Bad(f"expected {what}, got {echo_repr(value)}")
         return value
 
     return check
@@ -176,7 +177,7 @@ def build(cls: type, raw: Any, *, key: str, source: str = "<spec>") -> Any:
     unknown = [k for k in raw if k not in spec_fields]
     if unknown:
         raise SpecError(
-            f"unknown key {unknown[0]!r}; expected one of {', '.join(sorted(spec_fields))}",
+            f"unknown key {echo_repr(unknown[0])}; expected one of {', '.join(sorted(spec_fields))}",
             source=source, key=_join(key, unknown[0]),
         )
     values = {}
