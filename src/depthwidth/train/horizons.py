@@ -18,14 +18,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from depthwidth.artifact import checkpoint as ckpt
 from depthwidth.artifact.config import TrainConfig
 from depthwidth.artifact.schedule import branch_config, cooldown_start
-from depthwidth.artifact.folder import CHECKPOINT
+from depthwidth.artifact.folder import CHECKPOINT, RESULT
 from depthwidth.artifact.records import CheckpointMeta
 from depthwidth.artifact.result import TrainResult
 from depthwidth.errors import UserError
-from depthwidth.train.run_dir import prepare_run_dir
 
 HORIZONS_DIR = "horizons"
 
@@ -60,9 +58,16 @@ def horizon_entry(fraction: float, result: TrainResult, *, branched_at: int | No
 def save_branches(group: list[tuple[float, TrainConfig]], *, root: Path, step: int, total: int, shape, dataset,
                   meta: CheckpointMeta, model, optimizer, device) -> None:
     """Leave, for each horizon of `group` whose cooldown starts after `step` steps, a checkpoint recorded as
-    that shorter run's own (its config; the curve and evaluations so far are the long run's), in its folder."""
+    that shorter run's own (its config; the curve and evaluations so far are the long run's), in its folder.
+    A branch whose folder holds its finished result (a long run started again from an earlier checkpoint)
+    is left as it is: its record is never replaced."""
+    from depthwidth.artifact import checkpoint as ckpt  # torch: not for `check_horizons` (a study's preflight)
+    from depthwidth.train.run_dir import prepare_run_dir
+
     for fraction, branch in group:
         folder = branch_dir(root, fraction)
+        if (folder / RESULT).is_file():
+            continue
         prepare_run_dir(folder, shape=shape, config=branch, dataset=dataset)
         record = dataclasses.replace(meta, config=branch.to_dict(),
                                      resumes=[f"branched at step {step} from the run of {total} steps"])

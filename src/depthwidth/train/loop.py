@@ -32,7 +32,8 @@ from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.artifact.config import TrainConfig
 from depthwidth.artifact.schedule import lr_at
-from depthwidth.artifact.folder import ERROR, RESULT
+from depthwidth.artifact import checkpoint as ckpt
+from depthwidth.artifact.folder import CHECKPOINT, ERROR, RESULT
 from depthwidth.artifact.model import build_model
 from depthwidth.artifact.records import CheckpointMeta, CurvePoint, EvalPoint
 from depthwidth.artifact.state import TrainState, save_state
@@ -43,7 +44,7 @@ from depthwidth.train.evaluate import evaluate
 from depthwidth.train.horizons import branches, check_horizons, save_branches, with_horizons
 from depthwidth.train.init_from import check_resumed_init, read_init
 from depthwidth.train.measure import SavedTensorMeter, state_bytes
-from depthwidth.train.run_result import run_result
+from depthwidth.train.run_result import FINAL_KEY, final_record, run_result, stored_final
 from depthwidth.train.probe_eval import probe_scores
 from depthwidth.train.optim import make_optimizer
 from depthwidth.artifact.result import TrainProgress, TrainResult
@@ -261,18 +262,30 @@ class _Run:
                     return self._finish("diverged", diverged_at=diverged_at)
                 if do_eval:
                     self._eval(step + 1, full=False)
+                if do_branch:  # before the run's own checkpoint: a kill between the two re-saves the branch
+                    self._branch(step + 1)
                 if do_ckpt:
                     self._save(step + 1)
-                if do_branch:
-                    self._branch(step + 1)
                 t_group = (time.perf_counter(), time.process_time())
-        outcome = self._eval(self.steps, full=True)
-        probes = self._probes()
-        if self.run_dir is not None:
-            self._save(self.steps)
+        if start == self.steps and self.evals and self.evals[-1]["step"] == self.steps:
+            outcome, probes = self._recorded_final(payload)  # resumed from the final checkpoint
+        else:
+            outcome = self._eval(self.steps, full=True)
+            probes = self._probes()
+            if self.run_dir is not None:
+                self._save(self.steps, final=final_record(outcome, probes))
         return self._finish("completed", outcome=outcome, probes=probes)
 
-    def _probes(self) -> dict[str, dict[str, float]]:
+    def _recorded_final(self, payload):
+        """(outcome, probes) of a run resumed from its final checkpoint, whose evaluation is recorded there:
+        read back, never recorded twice. A checkpoint without the record (an older one, or a multi-process
+        run's) is evaluated again, the evaluation points and seconds left as they were recorded."""
+        stored = stored_final(payload["meta"])
+        if stored is not None:
+            return stored
+        return self._evaluate(), self._probes(record=False)
+
+    def _probes(self, *, record: bool = True) -> dict[str, dict[str, float]]:
         """Accuracy on the held-out test examples of every probe slice, by difficulty (train/probe_eval.py)."""
         if not any(s.kind == "probe" for s in self.dataset.slices):
             return {}
@@ -280,7 +293,8 @@ class _Run:
         out = probe_scores(self.model, slices=self.dataset.slices, dense=self.stream.dense,
                            tokenizer=self.dataset.tokenizer, seq_len=self.config.seq_len, device=self.device,
                            batch_size=self.config.micro_batch_size, autocast=self.autocast)
-        self.eval_seconds += time.perf_counter() - t0
+        if record:
+            self.eval_seconds += time.perf_counter() - t0
         return out
 
     def _flush(self, pending, t_group: tuple[float, float], tokens_per_step: int) -> int | None:
@@ -309,10 +323,13 @@ class _Run:
         recent = self.curve[-50:]
         return sum(c["seconds"] for c in recent) / len(recent)
 
+    def _evaluate(self):
+        return evaluate(self.model, tokens=self.dataset.val, slices=self.eval_slices, seq_len=self.config.seq_len,
+                        batch_size=self.config.micro_batch_size, device=self.device, autocast=self.autocast)
+
     def _eval(self, step: int, *, full: bool):
         t0 = time.perf_counter()
-        out = evaluate(self.model, tokens=self.dataset.val, slices=self.eval_slices, seq_len=self.config.seq_len,
-                       batch_size=self.config.micro_batch_size, device=self.device, autocast=self.autocast)
+        out = self._evaluate()
         self.eval_seconds += time.perf_counter() - t0
         self.evals.append(EvalPoint(step=step, tokens=step * self.config.tokens_per_step, val_loss=out.loss,
                                     val_loss_by_slice=out.by_slice).to_dict())
@@ -329,11 +346,17 @@ class _Run:
                               init_sha256=self.init.sha256 if self.init is not None else None,
                               resumes=list(self.resumes))
 
-    def _save(self, step: int) -> None:
+    def _save(self, step: int, *, final: dict | None = None) -> None:
+        """The run's checkpoint after `step` steps; the last one (`final`: `final_record`) also keeps what the
+        final evaluation measured, so that a run resumed from it finishes without evaluating again."""
         self.state.meta = self._meta(step)
         if self.dist is not None:  # DCP shards, or whole tensors at the end (train/dist_checkpoint.py)
             return dist_checkpoint.save(self.state, run_dir=self.run_dir, ctx=self.dist, final=step == self.steps)
-        save_state(self.run_dir, self.state)
+        if final is None:
+            save_state(self.run_dir, self.state)
+        else:
+            ckpt.save_checkpoint(self.run_dir / CHECKPOINT, model=self.model, optimizer=self.optimizer,
+                                 device=self.device, meta=self.state.meta.to_dict() | {FINAL_KEY: final})
 
     def _branch(self, step: int) -> None:
         save_branches(self.branches[step], root=self.branch_root, step=step, total=self.steps, shape=self.shape,

@@ -11,8 +11,34 @@ from depthwidth.shapes.flops import flops
 from depthwidth.shapes.params import count_params
 from depthwidth.train import speed
 from depthwidth.train.comm_meter import comm_fields
-from depthwidth.train.evaluate import position_buckets
+from depthwidth.train.evaluate import EvalOutcome, position_buckets
 from depthwidth.train.measure import peak_rss_bytes
+
+
+#: the key of a final checkpoint's meta holding what the run's last evaluation and its probes measured
+FINAL_KEY = "final"
+
+
+def final_record(outcome: EvalOutcome, probes: dict) -> dict:
+    """What the final evaluation measured beyond its `EvalPoint` (the loss by position, the probes), kept in
+    the final checkpoint so that a run resumed there finishes without evaluating again."""
+    return {"loss": outcome.loss, "by_slice": dict(outcome.by_slice), "by_position": list(outcome.by_position),
+            "windows": outcome.windows, "tokens": outcome.tokens, "probes": probes}
+
+
+def stored_final(meta: dict) -> tuple[EvalOutcome, dict] | None:
+    """(outcome, probe accuracy) of a final checkpoint's `final_record`; None when it holds none (a
+    checkpoint written before the record was kept, or a multi-process run's)."""
+    record = meta.get(FINAL_KEY)
+    if not isinstance(record, dict):
+        return None
+    try:
+        outcome = EvalOutcome(loss=record["loss"], by_slice=dict(record["by_slice"]),
+                              by_position=list(record["by_position"]), windows=int(record["windows"]),
+                              tokens=int(record["tokens"]))
+        return outcome, dict(record.get("probes") or {})
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def run_result(run, status: str, *, outcome=None, diverged_at=None, error=None, probes=None) -> TrainResult:
