@@ -26,6 +26,7 @@ from depthwidth.shapes.params import count_params
 from depthwidth.shapes.shape import Shape
 from depthwidth.study.horizons import branch_runs, horizon_groups, horizon_label, split_horizon
 from depthwidth.study.lr_search import GroupMode, across_groups, group_mode
+from depthwidth.study.preflight import check_runs
 from depthwidth.study.schema import SpecError
 from depthwidth.study.run_config import BENCH_FORMAT, config_hash, train_run_config
 from depthwidth.study.spec import BudgetSpec, StudySpec
@@ -124,7 +125,7 @@ class Expansion:
 
 def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
     """All runs of a spec. Reads the corpus once (`read_data`) unless `data` is given; every problem is a
-    SpecError naming the spec's file and key."""
+    SpecError naming the spec's file and key, a run the trainer would refuse included (`preflight`)."""
     try:
         data = data or read_data(spec)
         groups = _groups(spec, data)
@@ -155,7 +156,9 @@ def expand(spec: StudySpec, *, data: DataInfo | None = None) -> Expansion:
                 run_id = config_hash(config)
                 runs.setdefault(run_id, Run(run_id=run_id, kind="bench", group=group.label, shape=shape, lr=None,
                                             seed=None, lr_trials=None, config=config))
-    return Expansion(spec=spec, data=data, groups=groups, runs=tuple(runs.values()), modes=modes)
+    expansion = Expansion(spec=spec, data=data, groups=groups, runs=tuple(runs.values()), modes=modes)
+    check_runs(expansion)  # what train() would refuse of a run's shape and settings (study/preflight.py)
+    return expansion
 
 
 def with_branches(runs: list[Run], *, spec: StudySpec, data: DataInfo, groups) -> list[Run]:
@@ -364,13 +367,35 @@ def _time_group(spec: StudySpec, budget: BudgetSpec, planned, *, key: str) -> Gr
                              batch_size=spec.data.batch_size, dtype=stored_value(spec.train, "dtype"))
     except UserError as exc:
         raise SpecError(str(exc).removeprefix("budget.hardware: "), key=f"{key}.hardware") from None
+    overrides = {"parametrization": budget.parametrization} if budget.parametrization else {}
+    _check_shares(spec, budget, shapes, shares, key=key, overrides=overrides)
     notes = planned.notes + tuple(
         f"{label}: {share.tokens:,} tokens ({share.steps:,} steps of {share.step_s * 1e3:.4g} ms predicted, "
         f"{share.tokens_per_s:,.0f} tokens/s) in {share.seconds:g} s on {share.source}"
         for label, share in shares.items())
     return Group(label=planned.label, tokens=min(s.tokens for s in shares.values()), shapes=shapes,
                  target=planned.target | {"seconds": budget.time_seconds, "hardware": hardware}, notes=notes,
-                 shares=shares, overrides={"parametrization": budget.parametrization} if budget.parametrization else {})
+                 shares=shares, overrides=overrides)
+
+
+def _check_shares(spec: StudySpec, budget: BudgetSpec, shapes, shares: dict, *, key: str, overrides: dict) -> None:
+    """Every member of an equal-time budget trains at least one predicted step in its time, and its steps
+    make a run [train] can take (a warmup or horizons longer than the run); a refusal names the budget's
+    `seconds` (or `gpu_hours`), never the [train] key it collides with."""
+    name = "gpu_hours" if budget.gpu_hours is not None else "seconds"
+    given = f"{name}={getattr(budget, name):g}"
+    for shape in shapes:
+        share = shares[shape.label()]
+        predicted = f"{share.step_s * 1e3:.4g} ms per step predicted on {share.source}"
+        if share.step_s > share.seconds:
+            raise SpecError(f"{given} is less than one training step of {shape.label()} ({predicted}); "
+                            "give a longer time", key=f"{key}.{name}")
+        try:
+            spec.train_config(lr=spec.lr.values(shape.d_model)[0], seed=spec.seeds[0], tokens=share.tokens,
+                              overrides=overrides)
+        except SpecError as exc:
+            raise SpecError(f"{given} gives {shape.label()} {share.steps:,} steps ({predicted}), too few for "
+                            f"{exc.key}: {exc.message}; give a longer time", key=f"{key}.{name}") from None
 
 
 def _dedupe(shapes: list[Shape] | tuple[Shape, ...]) -> tuple[Shape, ...]:

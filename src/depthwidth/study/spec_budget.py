@@ -60,15 +60,15 @@ class BudgetSpec:
         if self.hardware is not None and self.time_seconds is None:
             raise UserError("hardware names where an equal-time budget's seconds are predicted: give seconds or "
                             "gpu_hours with it")
+        if self.depths is not None and self.widths is not None:
+            raise UserError("give depths or widths, not both")
+        if not self.aspect_min < self.aspect_max:
+            raise UserError(f"aspect_min={self.aspect_min:g} must be below aspect_max={self.aspect_max:g}")
 
     @property
     def time_seconds(self) -> float | None:
         """The equal-time budget in seconds (`seconds`, or `gpu_hours` x 3600); None for another budget."""
         return self.seconds if self.gpu_hours is None else self.gpu_hours * 3600.0
-        if self.depths is not None and self.widths is not None:
-            raise UserError("give depths or widths, not both")
-        if not self.aspect_min < self.aspect_max:
-            raise UserError(f"aspect_min={self.aspect_min:g} must be below aspect_max={self.aspect_max:g}")
 
     def default_label(self) -> str:
         from depthwidth.shapes.families import human
