@@ -3,6 +3,7 @@
     depthwidth explore
     depthwidth explore demo-study --open
     depthwidth explore demo-study studies/ladder --port 0 --max-decode-ms 20
+    depthwidth explore --profile other-machine.json
 
 The page (`depthwidth.explore`) asks a JSON API served here; every number it shows is what `plan --json`,
 `calc --json` and `recommend --json` print for the command lines it also shows, because `CliCommands`
@@ -44,7 +45,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--port", type=port_number, default=8765, help="TCP port (default 8765; 0: any free port)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only; whoever reaches the address "
-                        "can use the page, which reads any hardware profile file named in it)")
+                        "can use the page)")
+    p.add_argument("--profile", action="append", default=[], metavar="PATH",
+                   help="a hardware profile .json (from `depthwidth hw measure --out`) that the page's hardware "
+                        "may name, besides the table's rows, 'measured' and the profiles in the cache folder; "
+                        "repeat for more. The page reads no other file")
     p.add_argument("--open", action="store_true", help="open the page in the default web browser")
     lim = p.add_argument_group("limits (the page's starting values; each can be changed on the page)")
     lim.add_argument("--max-decode-ms", type=positive_float, metavar="MS",
@@ -98,6 +103,9 @@ class CliCommands:
             action = parser._option_string_actions["--tied" if f.kind == "tied" else f.flag]
             help_text = (action.help or "").replace("%%", "%")
             default = action.default if f.kind == "value" else None
+            if f.name == "hardware":  # the page reads only the profiles it was given (`Explorer.hardware`)
+                help_text += ("; on this page a profile is one in the cache folder or named by `depthwidth explore "
+                              "--profile`, and 'study' is a study's own measurements (its panel only)")
             if f.command == "recommend":
                 from depthwidth.explore.fields import STUDY_DEFAULTS
 
@@ -152,8 +160,16 @@ def run(args: argparse.Namespace) -> int:
     studies = [StudySource(folder=folder) for folder in args.studies]
     for source in studies:  # a folder that is no study is refused before anything is served
         source.load()
+    for profile in args.profile:  # so is a profile that cannot be read
+        from depthwidth.machine import MEASURED, hardware_choice, resolve_hardware
+        from depthwidth.shapes.hardware import HARDWARE
+
+        if hardware_choice(profile, argument="--profile") in (*HARDWARE, MEASURED):
+            raise UserError(f"--profile {profile}: a hardware name, not a profile file; the page takes table rows "
+                            "and 'measured' as they are, --profile names a .json from `depthwidth hw measure --out`")
+        resolve_hardware(profile, argument="--profile")
     initial = {name: repr(getattr(args, name)) for name in LIMIT_FLAGS if getattr(args, name) is not None}
-    explorer = Explorer(CliCommands(), studies=studies, initial=initial, version=__version__)
+    explorer = Explorer(CliCommands(), studies=studies, initial=initial, version=__version__, profiles=args.profile)
     try:
         server = make_server(explorer, host=args.host, port=args.port)
     except OSError as exc:

@@ -7,13 +7,23 @@ reads each through its argparse parser and calls the same function the command's
 page's numbers and its one-line messages are those of `depthwidth plan`, `calc` and `recommend` for the
 command line the answer also shows. Answers are cached by their inputs (the page asks again for a view it
 has shown, and a prescription takes seconds); one prescription is computed at a time.
+
+The page's `hardware=` reads no file the explorer was not given: it is a row of the hardware table,
+"measured" (this machine's profile), "study" (a study's own measurements: the study panel's target), a
+profile .json in the machine's cache folder (`depthwidth.machine.cache_dir`, where `depthwidth hw measure`
+keeps them) or a profile named by `depthwidth explore --profile`. Any other value, whatever is or is not at
+that path, gets one and the same line (`NOT_GIVEN`), so the API tells nothing about the server's files.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
+
+from depthwidth.errors import echo
 
 from depthwidth.explore.argv import calc_argv, command_line, prescribe_argv, recommend_argv
 from depthwidth.explore.fields import (
@@ -23,6 +33,10 @@ from depthwidth.explore.study import StudySource, full_horizon, law_points, stud
 from depthwidth.explore.views import AXES, detail_rows, family_view, pair
 
 CACHE_ENTRIES = 64
+#: the page's answer for a hardware= that is no table row, word or profile the explorer may read
+NOT_GIVEN = "hardware: not a table row or a profile this explorer was given"
+#: the words hardware= may be besides a row: this machine's profile, a study's own measurements
+MEASURED, STUDY = "measured", "study"
 
 
 class Commands(Protocol):
@@ -62,12 +76,14 @@ class _Cache:
 
 class Explorer:
     """The API behind the page (`depthwidth.explore.server` serves it). `studies`: the folders named on the
-    command line, in order (a request names one by its index); `initial`: values the page starts from."""
+    command line, in order (a request names one by its index); `initial`: values the page starts from;
+    `profiles`: hardware profile files (besides the cache folder's) that the page's hardware= may name."""
 
     def __init__(self, commands: Commands, *, studies: Sequence[StudySource] = (), initial: dict[str, str] | None
-                 = None, version: str = "") -> None:
+                 = None, version: str = "", profiles: Sequence[str | os.PathLike] = ()) -> None:
         self.commands = commands
         self.studies = tuple(studies)
+        self.profiles = frozenset(Path(os.path.realpath(Path(p).expanduser())) for p in profiles)
         self.initial = {**PAGE_DEFAULTS, **(initial or {})}
         self.version = version
         self._families = _Cache()
@@ -99,9 +115,11 @@ class Explorer:
         values, extra = read_query(query)
         values = {k: v for k, v in values.items() if v != ""}
         errors: dict[str, str] = {}
-        for name, value in values.items():
+        for name, value in list(values.items()):
             f = BY_NAME[name]
             try:
+                if name == "hardware":
+                    value = values[name] = self.hardware(value)
                 argv = f.argv(value)
                 if argv:
                     self.commands.check(f.command, argv)
@@ -112,9 +130,50 @@ class Explorer:
             raise BadRequest(errors[first], field=first, errors=errors)
         return values, extra
 
+    def hardware(self, text: str) -> str:
+        """A page's hardware= as the commands get it: a row or a word as written, a profile as its real path
+        (the file checked is the file read). BadRequest with `NOT_GIVEN` for anything else, the same line
+        for a path that is missing, unreadable, a folder, a pipe, not JSON, too big or no profile."""
+        from depthwidth.shapes.hardware import HARDWARE, get_hardware
+
+        word = text.strip().lower()
+        if word in (MEASURED, STUDY):
+            return text
+        if not word.endswith(".json"):  # the order of `depthwidth.machine.resolve.hardware_choice`
+            try:
+                get_hardware(text)
+                return text
+            except ValueError:
+                pass
+        profile = self._profile(text)
+        if profile is not None:
+            return profile
+        raise BadRequest(f"{NOT_GIVEN}: {echo(text, 100)!r} (a row of `depthwidth hw list`: {', '.join(HARDWARE)}; "
+                         f"{MEASURED}; {STUDY}; a profile .json in the cache folder or one named by "
+                         "`depthwidth explore --profile`)", field="hardware")
+
+    def _profile(self, text: str) -> str | None:
+        """The real path of `text` when it is a profile the explorer may read, else None (nothing is opened)."""
+        from depthwidth.machine import cache_dir
+
+        try:
+            real = Path(os.path.realpath(Path(text).expanduser()))
+            if real in self.profiles:
+                return str(real)
+            cache = Path(os.path.realpath(cache_dir()))
+            if real.suffix.lower() == ".json" and real.is_relative_to(cache) and real.is_file():
+                return str(real)
+        except (OSError, ValueError):
+            pass
+        return None
+
     def family(self, query: str) -> dict[str, Any]:
         """The family of a query's inputs, and with `pins=LABEL,LABEL` those two members side by side."""
         values, extra = self._values(query)
+        if values.get("hardware", "").lower() == STUDY:
+            raise BadRequest(f"hardware={STUDY}: a study's own measurements are the target of its panel "
+                             f"(recommend --hardware {STUDY}); a family's latency is predicted on a row of "
+                             f"`depthwidth hw list`, {MEASURED} or a profile", field="hardware")
         key = tuple(sorted(values.items()))
         result = self._families.get(key, lambda: self._family(values))
         pins = [p for p in extra.get("pins", "").split(",") if p]

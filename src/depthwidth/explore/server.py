@@ -1,5 +1,5 @@
 """The explorer's local web server: the page (static files shipped in this package) and its JSON API, on
-the standard library's `ThreadingHTTPServer`, loopback by default.
+the standard library's `HTTPServer` with a bounded pool of worker threads, loopback by default.
 
     GET /                      the page (index.html, explore.css, explore.js, chart.js, panels.js)
     GET /api/options           the fields (from the commands' parsers), hardware rows, presets, axes, studies
@@ -14,17 +14,32 @@ other than GET or HEAD) is a 4xx with its one line as JSON. A defect (any other 
 a short message and its traceback on stderr; the server goes on serving. With a loopback address the
 Host header must name a loopback host, so a page of another site cannot reach the API through DNS
 rebinding. Every answer forbids loading anything from another origin (Content-Security-Policy).
+
+Connections are served by a fixed pool of `WORKERS` threads, never a thread per connection. A connection
+waits in `_WaitingRoom` (one thread, one selector) until it has sent something; only then does a worker
+read and answer its request, which must arrive whole within `READ_SECONDS`. A kept-alive connection goes
+back to the waiting room between requests. A connection that sends nothing for `IDLE_SECONDS` is closed, and
+past `MAX_CONNECTIONS` open ones the longest-waiting one is closed first; so half-open or idle connections
+cost a file descriptor each, no thread, and cannot keep the workers from answering. The listen queue holds
+`BACKLOG` connections not yet accepted.
 """
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import json
 import math
+import queue
+import selectors
+import socket
 import sys
+import threading
+import time
 import traceback
+from collections import OrderedDict
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,6 +56,20 @@ STATIC = {"/": ("index.html", "text/html; charset=utf-8"), "/index.html": ("inde
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 LOOPBACK_NAMES = ("localhost",)
+#: threads that read and answer requests (a prescription holds one for seconds; the page asks a few at a time)
+WORKERS = 16
+#: connections accepted by the kernel and not yet by the server
+BACKLOG = 128
+#: open connections at most (each a file descriptor); past it the longest-waiting idle one is closed
+MAX_CONNECTIONS = 256
+#: seconds a connection may stay open without sending a request (a new one, or a kept-alive one between requests)
+IDLE_SECONDS = 15.0
+#: seconds a request may take to arrive whole once it has begun (and any one write of an answer may take)
+READ_SECONDS = 10.0
+#: requests answered in a row on one connection (all received already) before it is closed
+REQUESTS_PER_TURN = 100
+#: seconds `server_close` waits for the workers to finish what they are answering
+CLOSE_SECONDS = 2.0
 
 
 def static_files() -> dict[str, tuple[bytes, str]]:
@@ -77,11 +106,65 @@ def to_json(obj: Any) -> bytes:
     return text.encode("utf-8")
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's bytes as its handler reads them: no read waits past `deadline` (a request that has not
+    arrived whole by then is a TimeoutError); while `polling`, a read that would wait returns None, so the
+    buffer's `peek` tells what has already been received without waiting for more."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock, self.deadline, self.polling = sock, math.inf, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int | None:
+        if self.polling:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self.sock.settimeout(left)
+        return self.sock.recv_into(buffer)
+
+
 class Handler(BaseHTTPRequestHandler):
+    """One turn of a connection on a worker: its requests as long as they have already arrived, each within
+    the server's `read_seconds`; then `keep_alive` says whether it goes back to the waiting room."""
+
     server: "ExploreServer"
     server_version = "depthwidth-explore"
     protocol_version = "HTTP/1.1"
-    timeout = 60  # seconds a connection may sit idle (or half-sent) before its thread lets it go
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()
+        self._reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self._reader)
+        self.keep_alive = False
+
+    def handle(self) -> None:
+        for _ in range(REQUESTS_PER_TURN):
+            self._reader.deadline = time.monotonic() + self.server.read_seconds
+            self.close_connection = True
+            self.handle_one_request()
+            if self.close_connection:
+                return
+            self._reader.polling = True
+            try:
+                pending = self.rfile.peek(1)
+            finally:
+                self._reader.polling = False
+            if not pending:  # nothing more received: wait for it in the waiting room, not on this worker
+                self.keep_alive = True
+                return
+        # a client still sending after REQUESTS_PER_TURN requests in a row: the connection is closed
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """Every answer (the standard library's error pages included) may take `read_seconds` to send: a
+        client that does not read it is let go."""
+        self.connection.settimeout(self.server.read_seconds)
+        super().send_response(code, message)
 
     def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
         self._answer(head=False)
@@ -164,22 +247,173 @@ class Handler(BaseHTTPRequestHandler):
         """Quiet: a request is not worth a line (a defect is logged with its traceback by `_answer`)."""
 
 
-class ExploreServer(ThreadingHTTPServer):
-    """`ThreadingHTTPServer` holding the explorer and the page's files; one thread per connection."""
+class _WaitingRoom:
+    """The open connections no worker is answering: one thread waits on all of them with a selector and hands
+    each that has sent something to the workers' queue. One that has sent nothing for the server's
+    `idle_seconds` is closed, and so is the longest-waiting one when a new connection would pass the
+    server's `max_connections` (the new one itself when every open connection is being answered). Only
+    this thread touches the selector; others hand it connections through `arrive` and a wake-up socket."""
 
-    daemon_threads = True
+    def __init__(self, server: "ExploreServer", *, name: str) -> None:
+        self.server = server
+        self.selector = selectors.DefaultSelector()
+        self.waiting: OrderedDict[socket.socket, tuple[Any, float]] = OrderedDict()  # -> (address, deadline)
+        self.busy = 0  # connections queued for or held by a worker
+        self.arrivals: list[tuple[socket.socket, Any, bool]] = []
+        self.lock = threading.Lock()
+        self.closed = False
+        self.wake_in, self.wake_out = socket.socketpair()
+        self.wake_in.setblocking(False)
+        self.wake_out.setblocking(False)
+        self.selector.register(self.wake_in, selectors.EVENT_READ)
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
 
-    def __init__(self, address: tuple[str, int], explorer: Explorer) -> None:
+    @property
+    def open_connections(self) -> int:
+        with self.lock:
+            return len(self.waiting) + self.busy + sum(1 for _, _, new in self.arrivals if new)
+
+    def arrive(self, sock: socket.socket, address: Any, *, new: bool) -> None:
+        """A connection just accepted (`new`) or back from a worker after its requests."""
+        with self.lock:
+            self.arrivals.append((sock, address, new))
+        self._wake()
+
+    def done(self) -> None:
+        """A worker has closed its connection."""
+        with self.lock:
+            self.busy -= 1
+
+    def _wake(self) -> None:
+        try:
+            self.wake_out.send(b"x")
+        except (BlockingIOError, OSError):  # a wake-up is already pending, or the room is closed
+            pass
+
+    def _run(self) -> None:
+        while not self.closed:
+            first = next(iter(self.waiting.values()), None)
+            timeout = 1.0 if first is None else min(1.0, max(0.0, first[1] - time.monotonic()))
+            for key, _ in self.selector.select(timeout):
+                if key.fileobj is self.wake_in:
+                    try:
+                        while self.wake_in.recv(512):
+                            pass
+                    except (BlockingIOError, OSError):
+                        pass
+                    continue
+                sock = key.fileobj
+                self.selector.unregister(sock)
+                address, _ = self.waiting.pop(sock)
+                with self.lock:
+                    self.busy += 1
+                self.server._jobs.put((sock, address))
+            self._take_arrivals()
+            now = time.monotonic()
+            while self.waiting and next(iter(self.waiting.values()))[1] <= now:
+                self._close(next(iter(self.waiting)))
+
+    def _take_arrivals(self) -> None:
+        with self.lock:
+            arrivals, self.arrivals = self.arrivals, []
+            self.busy -= sum(1 for _, _, new in arrivals if not new)
+        for sock, address, new in arrivals:
+            if new and len(self.waiting) + self.busy >= self.server.max_connections:
+                if not self.waiting:
+                    self.server.shutdown_request(sock)
+                    continue
+                self._close(next(iter(self.waiting)))
+            try:
+                self.selector.register(sock, selectors.EVENT_READ)
+            except (ValueError, OSError):  # closed meanwhile
+                self.server.shutdown_request(sock)
+                continue
+            self.waiting[sock] = (address, time.monotonic() + self.server.idle_seconds)
+
+    def _close(self, sock: socket.socket) -> None:
+        self.selector.unregister(sock)
+        del self.waiting[sock]
+        self.server.shutdown_request(sock)
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+        self.thread.join(timeout=5)
+        for sock in list(self.waiting):
+            self._close(sock)
+        with self.lock:
+            arrivals, self.arrivals = self.arrivals, []
+        for sock, _, _ in arrivals:
+            self.server.shutdown_request(sock)
+        self.selector.close()
+        self.wake_in.close()
+        self.wake_out.close()
+
+
+class ExploreServer(HTTPServer):
+    """`HTTPServer` holding the explorer and the page's files, its connections served by `workers` threads
+    behind a waiting room (module docstring); the limits are the module's constants unless given."""
+
+    request_queue_size = BACKLOG
+
+    def __init__(self, address: tuple[str, int], explorer: Explorer, *, workers: int = WORKERS,
+                 max_connections: int = MAX_CONNECTIONS, idle_seconds: float = IDLE_SECONDS,
+                 read_seconds: float = READ_SECONDS) -> None:
         self.explorer = explorer
         self.files = static_files()
         self.loopback = is_loopback(address[0])
+        self.workers, self.max_connections = workers, max_connections
+        self.idle_seconds, self.read_seconds = idle_seconds, read_seconds
         super().__init__(address, Handler)
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread_prefix = f"explore-{self.server_address[1]}-"  # the names of this server's threads
+        self._room = _WaitingRoom(self, name=self.thread_prefix + "waiting-room")
+        self._threads = [threading.Thread(target=self._work, name=f"{self.thread_prefix}worker-{i}", daemon=True)
+                         for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}/"
+
+    @property
+    def open_connections(self) -> int:
+        """Connections accepted and not yet closed."""
+        return self._room.open_connections
+
+    def process_request(self, request, client_address) -> None:
+        """An accepted connection waits in the waiting room until it sends something."""
+        self._room.arrive(request, client_address, new=True)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            sock, address = job
+            keep = False
+            try:
+                keep = self.RequestHandlerClass(sock, address, self).keep_alive
+            except Exception:
+                self.handle_error(sock, address)
+            if keep and not self._room.closed:
+                self._room.arrive(sock, address, new=False)
+            else:
+                self.shutdown_request(sock)
+                self._room.done()
+
+    def server_close(self) -> None:
+        """The listening socket, the waiting connections and the workers (each after its current request;
+        waited for up to `CLOSE_SECONDS`, then left to end with the process)."""
+        super().server_close()
+        if hasattr(self, "_room"):  # not when the address could not be bound
+            self._room.close()
+            for _ in self._threads:
+                self._jobs.put(None)
+            deadline = time.monotonic() + CLOSE_SECONDS
+            for thread in self._threads:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def handle_error(self, request, client_address) -> None:
         """A connection that fails outside a request's answer (a reset, a malformed request line): one line."""
@@ -189,15 +423,15 @@ class ExploreServer(ThreadingHTTPServer):
                   file=sys.stderr)
 
 
-def make_server(explorer: Explorer, *, host: str = "127.0.0.1", port: int = 8765) -> ExploreServer:
-    """The bound server (OSError when the address is in use or cannot be bound); `serve_forever` serves it."""
-    import socket
-
+def make_server(explorer: Explorer, *, host: str = "127.0.0.1", port: int = 8765, **limits: Any) -> ExploreServer:
+    """The bound server (OSError when the address is in use or cannot be bound); `serve_forever` serves it.
+    `limits`: `ExploreServer`'s workers, max_connections, idle_seconds, read_seconds."""
+    server_class = ExploreServer
     if ":" in host:
         class V6(ExploreServer):
             address_family = socket.AF_INET6
-        return V6((host, port), explorer)
-    return ExploreServer((host, port), explorer)
+        server_class = V6
+    return server_class((host, port), explorer, **limits)
 
 
 __all__ = ["ExploreServer", "Handler", "make_server", "static_files", "to_json"]
