@@ -106,7 +106,6 @@ def test_two_pinned_members_side_by_side(base_url):
     ("params=124M&flops=1e19", ["plan", "--params", "124M", "--flops", "1e19"]),
     ("params=-5M", ["plan", "--params", "-5M"]),
     ("params=124M&ffn=geglu", ["plan", "--params", "124M", "--ffn", "geglu"]),
-    ("params=124M&hardware=h9000", ["plan", "--params", "124M", "--hardware", "h9000"]),
     ("params=124M&zero=7", ["calc", "--zero", "7"]),
     ("params=124M&max_decode_ms=0", ["explore", "--max-decode-ms", "0"]),
 ])
