@@ -1,6 +1,9 @@
 """Reading the files a user names (a Hugging Face config, a hardware profile, a run folder's JSON, a
-study spec): every way such a file can be wrong is one `UserError` naming it, and nothing is read
-without a bound.
+checkpoint, a study spec): every way such a file can be wrong is one `UserError` naming it, and nothing
+is read without a bound. `open_regular` is the one checked open; `read_bytes`, `read_head`, `read_text`
+and `read_json` read through it, and `pinned_path` hands a reader that needs a path (a memory-mapped
+`torch.load`) the very file that was checked. `tests/test_checked_reads.py` finds any other read of a
+file in the package, and lists the few that read what the project itself wrote.
 
 - missing: `FileNotFoundError`; a folder, a device or a pipe (`/dev/null`, `/dev/zero`, a FIFO): "not
   a regular file", naming what it is (`file_kind`; a device can be endless, a FIFO never ends). The file
@@ -24,13 +27,14 @@ in at the end; a failure (a full disk, a read-only target) removes everything it
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 from depthwidth.errors import UserError
 
@@ -61,24 +65,74 @@ def file_kind(path: str | os.PathLike) -> str | None:
         return "missing"
 
 
-def read_text(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_CONFIG_BYTES) -> str:
-    """The UTF-8 text of the regular file `path` (`what` names it in errors, e.g. "config")."""
+def open_regular(path: str | os.PathLike, *, what: str, max_bytes: int | None = MAX_CONFIG_BYTES) -> BinaryIO:
+    """The regular file `path` opened for reading (binary), checked on its open descriptor: the one way
+    the package opens a file a user names (`what` names it in errors, e.g. "checkpoint").
+
+    The open is non-blocking (a FIFO opens at once and is then refused: it can never block the reader),
+    the kind is read with `fstat` on that descriptor (so a pipe or device swapped in after any earlier
+    check is refused too), and a file larger than `max_bytes` (None: no bound) is refused before any of
+    it is read. FileNotFoundError naming the file when it is missing (or a broken link)."""
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such {what} file")
-    fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once, and is refused below
-    kind = kind_of_mode(os.fstat(fd).st_mode)
-    if kind is not None:
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        if os.path.islink(p):
+            raise FileNotFoundError(f"{p}: a broken symbolic link; expected a {what} file") from None
+        raise FileNotFoundError(f"{p}: no such {what} file") from None
+    except NotADirectoryError:  # a file where the path needs a folder
+        raise FileNotFoundError(f"{p}: no such {what} file") from None
+    except OSError as exc:
+        kind = file_kind(p) if exc.errno == errno.ENXIO else None  # a socket (or a device without a driver)
+        if kind is None:
+            raise
+        raise UserError(f"{p}: {kind}, not a regular file; expected a {what} file") from None
+    try:
+        info = os.fstat(fd)
+        kind = kind_of_mode(info.st_mode)
+        if kind is not None:
+            raise UserError(f"{p}: {kind}, not a regular file; expected a {what} file")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise UserError(f"{p}: too large for a {what} file ({info.st_size:,} bytes, more than {max_bytes:,})")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a regular file: reads behave as on any file object
+        return open(p, "rb", opener=lambda *_: fd)  # the checked descriptor, under the file's own name
+    except BaseException:
         os.close(fd)
-        raise UserError(f"{p}: {kind}, not a regular file; expected a {what} file")
-    with open(fd, "rb", closefd=True) as fh:
+        raise
+
+
+def read_bytes(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_CONFIG_BYTES) -> bytes:
+    """The bytes of the regular file `path` (`open_regular`), at most `max_bytes` of them: a file that
+    grew past the bound after it was checked is refused too."""
+    with open_regular(path, what=what, max_bytes=max_bytes) as fh:
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise UserError(f"{p}: too large for a {what} file (more than {max_bytes:,} bytes)")
+        raise UserError(f"{path}: too large for a {what} file (more than {max_bytes:,} bytes)")
+    return data
+
+
+def read_head(path: str | os.PathLike, size: int, *, what: str, max_bytes: int | None = MAX_CONFIG_BYTES) -> bytes:
+    """The first `size` bytes of the regular file `path` (`open_regular`; fewer when it is shorter)."""
+    with open_regular(path, what=what, max_bytes=max_bytes) as fh:
+        return fh.read(size)
+
+
+def pinned_path(fh: BinaryIO) -> str:
+    """A path that opens the very file the checked `fh` has open, for a reader that needs a path (a
+    memory-mapped `torch.load`): its descriptor's entry in /proc/self/fd on Linux, so a file put in the
+    place of the checked one is never read; the file's own name where no such entry exists."""
+    entry = f"/proc/self/fd/{fh.fileno()}"
+    return entry if os.path.exists(entry) else str(fh.name)
+
+
+def read_text(path: str | os.PathLike, *, what: str, max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """The UTF-8 text of the regular file `path` (`read_bytes`; `what` names it in errors, e.g. "config")."""
+    data = read_bytes(path, what=what, max_bytes=max_bytes)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected a {what} file") from None
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected a {what} file") from None
 
 
 def loads(text: str, *, source: str) -> Any:
@@ -105,7 +159,8 @@ def read_json_object(path: str | os.PathLike, *, what: str, max_bytes: int = MAX
 
 
 __all__ = ["MAX_CONFIG_BYTES", "STAGING_PREFIX", "atomic_write", "file_kind", "is_staging", "kind_of_mode", "loads",
-           "read_json", "read_json_object", "read_text", "staged_folder", "write_json", "write_text"]
+           "missing_folders", "open_regular", "pinned_path", "read_bytes", "read_head", "read_json", "read_json_object",
+           "read_text", "staged_folder", "write_json", "write_text"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], Any], *, previous: Path | None = None) -> Path:
@@ -165,7 +220,7 @@ def _writer_alive(path: Path) -> bool:
     return True
 
 
-def _missing_ancestors(folder: Path) -> list[Path]:
+def missing_folders(folder: Path) -> list[Path]:
     """`folder` and its ancestors that do not exist yet, deepest first."""
     out = []
     while not folder.exists() and folder != folder.parent:
@@ -193,7 +248,7 @@ def staged_folder(out: str | os.PathLike, *, what: str) -> Iterator[Path]:
     the writing (a full disk, a read-only or unwritable target) becomes one `UserError` naming `out`
     and the system's reason. Temporary folders of writers that were killed are removed first."""
     out = Path(out)
-    created = _missing_ancestors(out)
+    created = missing_folders(out)
     tmp: Path | None = None
     done = False
     try:

@@ -3,7 +3,9 @@
 A checkpoint holds model, optimizer and RNG states plus `meta`, rewritten atomically
 (`depthwidth.files.atomic_write`: temporary file, fsync, rename), the previous one kept as
 checkpoint.prev.pt. Checkpoints hold tensors and plain Python values only and are read with
-torch.load(weights_only=True) (memory-mapped, so a large file is not read into memory to be checked);
+torch.load(weights_only=True) (memory-mapped, so a large file is not read into memory to be checked),
+from the file `files.open_regular` checked (a regular file, opened without blocking: a named pipe or a
+device is one line, never a hang; the mapping is of that very file, `files.pinned_path`);
 a file that is not one (truncated, random, pickled objects, wrong types) is one UserError naming it.
 Non-tensor bookkeeping travels as one JSON string.
 """
@@ -22,7 +24,7 @@ import torch
 
 from depthwidth.errors import UserError
 from depthwidth.artifact.folder import CHECKPOINT_PREV
-from depthwidth.files import atomic_write, loads
+from depthwidth.files import atomic_write, loads, open_regular, pinned_path
 
 CHECKPOINT_FORMAT = 1
 
@@ -64,6 +66,9 @@ def write_checkpoint(path: Path, *, model_state: dict, optimizer_state: dict, rn
 
 #: first bytes of a zip archive, what torch.save writes (and what torch.load can memory-map)
 ZIP_MAGIC = b"PK\x03\x04"
+#: the largest checkpoint file opened: a zip is memory-mapped, not read, and its model must then pass the
+#: memory check (`machine.check_fits`); 1 TiB is above the fp32 weights and AdamW moments of a 50B-parameter model
+MAX_CHECKPOINT_BYTES = 1 << 40
 
 
 def load_checkpoint(path: Path, *, device: torch.device | None = None) -> dict[str, Any]:
@@ -76,22 +81,32 @@ def load_checkpoint(path: Path, *, device: torch.device | None = None) -> dict[s
     `optimizer.load_state_dict` moves the moments there while AdamW's `step` counters stay CPU tensors
     (as torch keeps them for the foreach kernel; loading them onto a GPU would cost host syncs every
     step). RNG states must be CPU ByteTensors anyway."""
-    with open(path, "rb") as fh:
+    with open_regular(path, what="checkpoint", max_bytes=MAX_CHECKPOINT_BYTES) as fh:
         zipped = fh.read(4) == ZIP_MAGIC
-    try:
-        with warnings.catch_warnings():  # torch's advice about an odd file: the file is judged below instead
-            warnings.simplefilter("ignore")
-            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=zipped)
-    except pickle.UnpicklingError as exc:  # weights_only met a Python object: never retry without it
-        why = re.search(r"WeightsUnpickler error: ([^.]*)", str(exc))
-        raise UserError(f"checkpoint {path} holds Python objects that a weights-only load refuses"
-                        f"{f' ({why.group(1)})' if why else ''}; depthwidth never runs code from a checkpoint, "
-                        "expected a checkpoint.pt written by depthwidth train") from None
-    except Exception as exc:  # a corrupt or foreign file: say which, in one line
-        first = str(exc).strip().split(". ")[0].splitlines()[0] if str(exc).strip() else ""
-        raise UserError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {first})") from None
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise UserError(f"checkpoint {path} is not a depthwidth checkpoint (format {CHECKPOINT_FORMAT})")
+        fh.seek(0)
+        # a zip is memory-mapped through the checked descriptor; anything else is read from the open file
+        source = pinned_path(fh) if zipped else fh
+        try:
+            with warnings.catch_warnings():  # torch's advice about an odd file: the file is judged below instead
+                warnings.simplefilter("ignore")
+                payload = torch.load(source, map_location="cpu", weights_only=True, mmap=zipped)
+        except pickle.UnpicklingError as exc:  # weights_only met a Python object: never retry without it
+            why = re.search(r"WeightsUnpickler error: ([^.]*)", str(exc))
+            raise UserError(f"checkpoint {path} holds Python objects that a weights-only load refuses"
+                            f"{f' ({why.group(1)})' if why else ''}; depthwidth never runs code from a checkpoint, "
+                            "expected a checkpoint.pt written by depthwidth train") from None
+        except Exception as exc:  # a corrupt or foreign file: say which, in one line
+            text = str(exc).replace(source, str(path)) if isinstance(source, str) else str(exc)
+            first = text.strip().split(". ")[0].splitlines()[0] if text.strip() else ""
+            raise UserError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {first})") from None
+    if not isinstance(payload, dict) or "format" not in payload:
+        raise UserError(f"checkpoint {path} is not a depthwidth checkpoint (no format recorded; this version reads "
+                        f"checkpoint format {CHECKPOINT_FORMAT})")
+    if type(payload["format"]) is not int or payload["format"] != CHECKPOINT_FORMAT:
+        shown = repr(payload["format"])
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise UserError(f"checkpoint {path} is of checkpoint format {shown}; this version of depthwidth reads "
+                        f"format {CHECKPOINT_FORMAT} only")
     meta, rng = payload.get("meta"), payload.get("rng")
     payload["meta"] = loads(meta, source=f"checkpoint {path}: meta") if isinstance(meta, str) else None
     if not isinstance(payload["meta"], dict) or not isinstance(rng, dict) or \

@@ -21,7 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from depthwidth.files import read_json_object
+from depthwidth.errors import UserError
+from depthwidth.files import file_kind, read_json_object
 
 RUN = "run.json"
 CHECKPOINT = "checkpoint.pt"
@@ -39,15 +40,23 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def checkpoint_file(path: Path) -> Path:
     """The checkpoint file of `path`: itself, or checkpoint.pt inside a run folder. FileNotFoundError naming
-    the path when there is none."""
+    the path when there is none; UserError naming what it is when it is no regular file (a named pipe, a
+    device). The file is opened later through `files.open_regular`, which checks it again on its descriptor."""
     path = Path(path)
     if path.is_dir():
         inner = path / CHECKPOINT
-        if not inner.is_file():
+        kind = file_kind(inner)
+        if kind == "missing":
             raise FileNotFoundError(f"checkpoint {path} is a folder without {CHECKPOINT}; give a run folder or a .pt file")
+        if kind is not None:
+            raise UserError(f"run folder {path}: its {CHECKPOINT} is {kind}, not a regular file; expected a "
+                            f"{CHECKPOINT} written by depthwidth train")
         return inner
-    if not path.exists():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    kind = file_kind(path)
+    if kind in ("missing", "a broken symbolic link"):
+        raise FileNotFoundError(f"checkpoint {path} does not exist" + (f" ({kind})" if kind != "missing" else ""))
+    if kind is not None:
+        raise UserError(f"checkpoint {path} is {kind}, not a regular file; give a run folder or a .pt file")
     return path
 
 

@@ -2,7 +2,8 @@
 every check an untrusted file needs, for every reader (bench, hf export, a study's export, inspect).
 
 In order, before any module is built: the file is a checkpoint (`checkpoint.pt` in a run folder, or a
-file; a torch zip, read with weights_only=True), its meta is a `CheckpointMeta`, its recorded shape is a
+file; a regular file, opened through `files.open_regular`, so a pipe or a device is refused and never
+blocks; a torch zip, read with weights_only=True), its meta is a `CheckpointMeta`, its recorded shape is a
 valid `Shape` within the size limits, its tensors are exactly the tensors of that shape
 (`checkpoint.check_state`), the model fits in memory (`machine.check_fits`), and its recorded config is a
 valid `TrainConfig`. The model is then `artifact.model.build_model(shape, config)` - the trainer's own
@@ -20,12 +21,13 @@ from pathlib import Path
 
 import torch
 
-from depthwidth.artifact.checkpoint import ZIP_MAGIC, check_state, load_checkpoint
+from depthwidth.artifact.checkpoint import MAX_CHECKPOINT_BYTES, ZIP_MAGIC, check_state, load_checkpoint
 from depthwidth.artifact.config import TrainConfig, with_added_fields
 from depthwidth.artifact.folder import checkpoint_file, is_finished, run_folder
 from depthwidth.artifact.model import build_model
 from depthwidth.artifact.records import CheckpointMeta
 from depthwidth.errors import UserError
+from depthwidth.files import read_head
 from depthwidth.machine import check_fits
 from depthwidth.model.transformer import Transformer, model_bytes
 from depthwidth.shapes.parametrization import Multipliers
@@ -69,8 +71,7 @@ def recorded_config(meta: CheckpointMeta, *, source: str) -> TrainConfig | None:
 
 def _check_file_kind(file: Path) -> None:
     """A one-line error for a file that is not a torch.save file at all (text, JSON, empty, ...)."""
-    with open(file, "rb") as fh:
-        head = fh.read(4)
+    head = read_head(file, 4, what="checkpoint", max_bytes=MAX_CHECKPOINT_BYTES)
     if not head.startswith(TORCH_MAGIC):
         shown = head.decode("ascii", "replace").encode("unicode_escape").decode() or "nothing"
         raise UserError(f"checkpoint {file} is not a PyTorch checkpoint (it starts with {shown!r}); "

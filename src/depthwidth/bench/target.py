@@ -1,6 +1,8 @@
 """What a benchmark measures: a `Shape` with random weights (speed only), a model from one of our
 training checkpoints (speed and, for quantization, validation loss), or a local Hugging Face model
-folder read into our model (`depthwidth.hfio.load`; speed only, as its data is not ours)."""
+folder read into our model (`depthwidth.hfio.load`; speed only, as its data is not ours). Nothing here
+opens a file itself: a checkpoint is read by `artifact.load_trained`, an HF folder by `hfio.load`, both
+through the checked reader of `depthwidth.files`."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from depthwidth.artifact.folder import CHECKPOINT
 from depthwidth.artifact.load import load_trained
 from depthwidth.artifact.records import CheckpointMeta
 from depthwidth.errors import UserError
+from depthwidth.files import file_kind
 from depthwidth.machine import check_fits
 from depthwidth.model.transformer import Transformer, model_bytes
 from depthwidth.shapes.shape import Shape
@@ -58,8 +61,9 @@ def load_checkpoint_model(path: Path, *, attn_impl: str = "sdpa") -> LoadedTarge
 
 
 def is_hf_folder(path: Path) -> bool:
-    """A folder with a Hugging Face config.json and none of our checkpoints."""
-    return path.is_dir() and (path / "config.json").is_file() and not (path / CHECKPOINT).is_file()
+    """A folder with a Hugging Face config.json and no checkpoint.pt of ours (a checkpoint.pt that is a pipe
+    or a folder makes it a run folder, whose reading then names what that checkpoint.pt is)."""
+    return path.is_dir() and (path / "config.json").is_file() and file_kind(path / CHECKPOINT) == "missing"
 
 
 def load_hf_target(folder: Path, *, attn_impl: str = "sdpa") -> LoadedTarget:

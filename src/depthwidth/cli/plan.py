@@ -180,6 +180,12 @@ def plan_json(result) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:  # a target that cannot be written is refused before anything is planned
+        from pathlib import Path
+
+        from depthwidth.present.plan_plot import check_plot_target
+
+        check_plot_target(Path(args.plot))
     result = plan_result(args)
     data = plan_json(result)
     if args.plot:

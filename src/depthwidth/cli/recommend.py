@@ -14,10 +14,11 @@ from __future__ import annotations
 import argparse
 
 from depthwidth.cli import print_json
-from depthwidth.cli.common import nonneg_int, one_line_errors, positive_float, positive_int
+from depthwidth.cli.common import one_line_errors, positive_float, positive_int
 from depthwidth.cli.plan import amount, fraction
 from depthwidth.errors import UserError
 from depthwidth.report.fit_shape import FORM_CHOICES
+from depthwidth.report.limits import LIMITS, bounded_count
 from depthwidth.report.targets import MEMORY_KINDS, SERVING_DTYPES, STUDY
 
 HELP = "pick a shape of a study under a latency / memory limit, with the trade and the noise stated"
@@ -66,9 +67,10 @@ def add_parser(subparsers) -> None:
     t.add_argument("--tolerance", type=fraction, default=0.05,
                    help="largest parameter error of a candidate (default 5%%)")
     t.add_argument("--level", type=fraction, default=0.95, help="interval level (default 0.95)")
-    t.add_argument("--bootstrap", type=nonneg_int, default=200, metavar="B", help="bootstrap resamples (default 200)")
-    t.add_argument("--splits", type=positive_int, default=20, help="random 80/20 splits of the held-out score "
-                   "(default 20)")
+    t.add_argument("--bootstrap", type=bounded_count("bootstrap", minimum=0), default=200, metavar="B",
+                   help=f"bootstrap resamples (default 200, at most {LIMITS['bootstrap'][0]:,})")
+    t.add_argument("--splits", type=bounded_count("splits"), default=20, help="random 80/20 splits of the held-out "
+                   f"score (default 20, at most {LIMITS['splits'][0]:,})")
     p.set_defaults(run=run)
 
 

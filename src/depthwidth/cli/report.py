@@ -12,7 +12,8 @@ import sys
 
 from depthwidth.errors import UserError
 from depthwidth.cli import print_json
-from depthwidth.cli.common import one_line_errors, positive_float, positive_int
+from depthwidth.cli.common import one_line_errors, positive_float
+from depthwidth.report.limits import LIMITS, bounded_count
 from depthwidth.report.targets import STUDY
 
 HELP = "write a study's report: HTML page, markdown, CSV, JSON and plots"
@@ -29,8 +30,8 @@ def add_parser(subparsers) -> None:
                         "the study's hardware)")
     p.add_argument("--max-decode-ms", type=positive_float, metavar="MS", help="latency limit of the recommendation")
     p.add_argument("--max-memory-gb", type=positive_float, metavar="GB", help="memory limit of the recommendation")
-    p.add_argument("--bootstrap", type=positive_int, default=200, metavar="N",
-                   help="bootstrap resamples of the trend fits (default 200)")
+    p.add_argument("--bootstrap", type=bounded_count("bootstrap"), default=200, metavar="N",
+                   help=f"bootstrap resamples of the trend fits (default 200, at most {LIMITS['bootstrap'][0]:,})")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--json", action="store_true", help="print the written paths and the verdict as one JSON object")
     p.set_defaults(run=run)

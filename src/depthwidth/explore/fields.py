@@ -9,7 +9,9 @@ dashes, `-` written `_`), so a view's query string is a short `plan` command lin
 `?params=124M&count=7&hardware=h200&seq_len=8192&kv_group=4&max_decode_ms=20`.
 
 Nothing here parses a value: each is handed as text to the command's own argparse parser (through
-`depthwidth.explore.api.Commands`), so a bad value gets the command line's message. What this module
+`depthwidth.explore.api.Commands`), so a bad value gets the command line's message, and a value out of
+the command's bounds (a shape's `shapes.shape.LIMITS`, the repeat counts' `report.limits.LIMITS`) the
+command line's refusal. What this module
 refuses itself is a request the page never sends: an unknown key, a key given twice, a value too long.
 """
 
@@ -133,7 +135,8 @@ FIELDS = (
 BY_NAME = {f.name: f for f in FIELDS}
 #: what the page starts from when its address names no budget
 PAGE_DEFAULTS = {"params": "124M", "count": "7"}
-#: a prescription on the page is interactive: fewer resamples and splits than `recommend`'s 200 and 20
+#: a prescription on the page is interactive: fewer resamples and splits than `recommend`'s 200 and 20 (their
+#: bounds are recommend's, `depthwidth.report.limits.LIMITS`, checked by its parser like every other field)
 STUDY_DEFAULTS = {"bootstrap": "20", "splits": "5"}
 
 

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from depthwidth.errors import UserError
-from depthwidth.files import read_json, write_text
+from depthwidth.files import file_kind, read_json, write_text
 from depthwidth.machine.device import DEVICE_KINDS
 from depthwidth.shapes.hardware import DTYPES, HARDWARE, HardwareSpec, match_gpu
 from depthwidth.shapes.small_ops import check_curves, check_in_forward
@@ -195,12 +195,13 @@ def save_profile(profile: HardwareProfile, path: str | os.PathLike) -> Path:
 
 
 def load_profile(path: str | os.PathLike) -> HardwareProfile:
-    """Read a profile written by `save_profile`. FileNotFoundError if absent; UserError naming the
-    file and what is wrong if it is not valid JSON or not a profile."""
+    """Read a profile written by `save_profile`, through the checked reader (`files.read_json`: a regular
+    file of at most 16 MiB, opened without blocking). FileNotFoundError if absent; UserError naming the
+    file and what is wrong if it is a named pipe, a device or a folder, not valid JSON or not a profile."""
     path = Path(path)
-    if not path.exists():
+    if file_kind(path) == "missing":
         raise FileNotFoundError(f"no hardware profile at {path}; run `depthwidth hw measure` to make one")
-    data = read_json(path, what="hardware profile")
+    data = read_json(path, what="hardware profile")  # a pipe, a device or a folder: one line naming what it is
     try:
         return HardwareProfile.from_dict(data)
     except UserError as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from depthwidth.errors import UserError
+from depthwidth.files import file_kind
 from depthwidth.machine.paths import profile_candidates
 from depthwidth.machine.profile import HardwareProfile, load_profile, profile_to_hardware
 from depthwidth.machine.stored import ProfileMatch, find_profile
@@ -36,7 +37,9 @@ def is_measured(value: Any) -> bool:
 def hardware_choice(value: Any, *, argument: str = "hardware") -> str:
     """The canonical form of a hardware argument: MEASURED, a HARDWARE row name (aliases and case
     resolved), or the path of a profile JSON file. UserError naming `argument` and the choices
-    otherwise. Reads nothing but whether the file exists."""
+    otherwise, or what the path is when it is there but no regular file (a named pipe, a device, a
+    folder). Reads nothing but what the path is (`files.file_kind`); the profile is read by
+    `profile.load_profile` through the checked reader."""
     if not isinstance(value, str) or not value.strip():
         raise UserError(f"{argument}={value!r}: expected a hardware name of `depthwidth hw list` {_CHOICES}")
     text = value.strip()
@@ -44,16 +47,29 @@ def hardware_choice(value: Any, *, argument: str = "hardware") -> str:
         return MEASURED
     path = Path(text).expanduser()
     if text.lower().endswith(".json"):
-        if not path.is_file():
+        kind = file_kind(path)
+        if kind == "missing":
             raise UserError(f"{argument}: no hardware profile at {path}; run `depthwidth hw measure --out {path}` "
                             "to make one")
+        if kind is not None:
+            raise _not_a_file(argument, path, kind)
         return str(path)
     try:
         return get_hardware(text).name
     except UserError as exc:
-        if path.is_file():
+        kind = file_kind(path)
+        if kind is None:
             return str(path)
+        if kind != "missing":
+            raise _not_a_file(argument, path, kind) from None
         raise UserError(f"{argument}: {exc}; {_CHOICES}") from None
+
+
+def _not_a_file(argument: str, path: Path, kind: str) -> UserError:
+    """A hardware argument naming something that is there but is no profile file (a pipe, a device, a folder)."""
+    link = f" (a link to {os.path.realpath(path)})" if path.is_symlink() and kind != "a broken symbolic link" else ""
+    return UserError(f"{argument}: {path}{link} is {kind}, not a regular file; a hardware profile is a .json file "
+                     "written by `depthwidth hw measure`")
 
 
 def measured_hardware(profile: HardwareProfile) -> HardwareSpec:

@@ -11,10 +11,13 @@ matplotlib (Agg backend) is imported inside `plot_plan`, so importing this modul
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from depthwidth.errors import UserError
+from depthwidth.files import atomic_write, missing_folders
 from depthwidth.present.figures import plain_log_ticks, pyplot
 from depthwidth.present.plan import budget_text
 from depthwidth.present.units import GiB, MiB, number
@@ -33,11 +36,41 @@ class _Marks:
     pareto: tuple[bool, ...]
 
 
-def plot_plan(result: PlanResult, path: str | Path) -> Path:
-    """Draw `result` to `path` (PNG, SVG or PDF by suffix) and return the path."""
-    path = Path(path)
+def check_plot_target(path: Path) -> None:
+    """Refuse, naming `path`, a plot target that cannot be written: a wrong suffix, a folder, a path
+    through a file (`x.txt/plot.png`), or a folder this process may not write in (a read-only one). A
+    missing folder is created when the plot is written."""
     if path.suffix.lower() not in SUFFIXES:
         raise UserError(f"plot path {str(path)!r} must end in {', '.join(SUFFIXES[:-1])} or {SUFFIXES[-1]}")
+    if path.is_dir():
+        raise UserError(f"--plot {path}: is a folder; give a file name ending in {', '.join(SUFFIXES)}")
+    above = next((p for p in path.parents if p.exists() or p.is_symlink()), None)
+    if above is not None and not above.is_dir():
+        raise UserError(f"--plot {path}: {above} is not a folder")
+    if above is not None and not os.access(above, os.W_OK | os.X_OK):  # read-only (a mount too), or not ours
+        raise UserError(f"--plot {path}: cannot write the plot (the folder {above} is not writable)")
+
+
+def _write_figure(fig, path: Path) -> None:
+    """Write `fig` to `path` atomically (`files.atomic_write`); an `OSError` (a read-only or full disk, a
+    folder it may not create) is one UserError naming the path, with nothing of the attempt left."""
+    created = missing_folders(path.parent)
+    try:
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format=path.suffix[1:].lower()))
+    except OSError as exc:
+        for folder in created:  # deepest first; rmdir removes only the ones still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        where = f": {exc.filename}" if exc.filename not in (None, str(path)) else ""
+        raise UserError(f"--plot {path}: cannot write the plot ({reason}{where})") from None
+
+
+def plot_plan(result: PlanResult, path: str | Path) -> Path:
+    """Draw `result` to `path` (PNG, SVG or PDF by suffix) and return the path; a path that cannot be
+    written is one UserError naming it (`check_plot_target`, `_write_figure`)."""
+    path = Path(path)
+    check_plot_target(path)
     plt = pyplot()
     members = result.family.members
     cmap = plt.get_cmap("viridis")
@@ -50,9 +83,10 @@ def plot_plan(result: PlanResult, path: str | Path) -> Path:
     _memory_panel(axes[1], result, marks)
     _latency_panel(axes[2], result, marks)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        _write_figure(fig, path)
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -141,4 +175,4 @@ def _latency_panel(ax, result: PlanResult, marks: _Marks) -> None:
     ax.grid(True, alpha=0.2)
 
 
-__all__ = ["SUFFIXES", "plot_plan"]
+__all__ = ["SUFFIXES", "check_plot_target", "plot_plan"]
