@@ -91,3 +91,9 @@ def test_the_explorer_fields_obey_the_same_bounds():
         assert caught.value.field == name
         assert f"above the limit of {LIMITS[name][0]:,}" in caught.value.message
         assert f"argument --{name}:" in caught.value.message
+
+
+@pytest.mark.parametrize("length", [300, 5000, 100_000])
+def test_a_huge_hardware_name_is_one_short_line(cli_error, length):
+    line = cli_error(["plan", "--params", "1M", "--hardware", "q" * length])
+    assert len(line) < 500 and f"({length + 2:,} characters): not a hardware name" in line  # its repr's length

@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
                   f"--include_path {args.out} --tasks {','.join(names)}\n"
                   "(N: the model's token for a newline, 10 with the byte tokenizer; the harness needs a prefix token)")
         return 0
+    from depthwidth.artifact.folder import checkpoint_file
+
+    checkpoint_file(args.run_dir)  # a pipe, a device or a missing file: one line before torch is imported
     from depthwidth.hf.export import export_run
 
     result = export_run(args.run_dir, args.out, overwrite=args.force, drop_layers=args.drop_layers)

@@ -40,10 +40,14 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from depthwidth.diagnose.inspect import inspect_hf, inspect_run
-
     if bool(args.run_dir) == bool(args.hf_model):
         raise UserError("give RUN_DIR (a trained run) or --hf-model HF_DIR, one of them")
+    if args.run_dir:
+        from depthwidth.artifact.folder import checkpoint_file
+
+        checkpoint_file(args.run_dir)  # a pipe, a device or a missing file: one line before torch is imported
+    from depthwidth.diagnose.inspect import inspect_hf, inspect_run
+
     if args.hf_model:
         result = inspect_hf(args.hf_model, text=args.text, corpus=args.data, windows=args.windows,
                             tolerance=args.tolerance)

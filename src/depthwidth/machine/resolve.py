@@ -34,6 +34,12 @@ def is_measured(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() == MEASURED
 
 
+#: the longest hardware argument looked at (Linux's PATH_MAX)
+MAX_NAME_CHARS = 4096
+#: the longest file or folder name of a path (Linux's NAME_MAX)
+MAX_PART_CHARS = 255
+
+
 def hardware_choice(value: Any, *, argument: str = "hardware") -> str:
     """The canonical form of a hardware argument: MEASURED, a HARDWARE row name (aliases and case
     resolved), or the path of a profile JSON file. UserError naming `argument` and the choices
@@ -45,6 +51,11 @@ def hardware_choice(value: Any, *, argument: str = "hardware") -> str:
     text = value.strip()
     if is_measured(text):
         return MEASURED
+    if len(text) > MAX_NAME_CHARS or any(len(part) > MAX_PART_CHARS for part in Path(text).parts):
+        from depthwidth.errors import echo_repr  # no row is, and no path can be, this long (PATH_MAX, NAME_MAX)
+
+        raise UserError(f"{argument}={echo_repr(text)}: not a hardware name of `depthwidth hw list` nor a profile "
+                        f"path (at most {MAX_NAME_CHARS:,} characters, {MAX_PART_CHARS} per folder or file name)")
     path = Path(text).expanduser()
     if text.lower().endswith(".json"):
         kind = file_kind(path)
@@ -101,6 +112,11 @@ def resolve_hardware(value: Any, *, argument: str = "hardware", threads: int | N
         return measured_hardware(load_profile(choice))
     except UserError as exc:
         raise UserError(f"{argument}: {exc}") from None
+    except OSError as exc:  # a name too long for a path, a folder without permission: one line, the name cut
+        from depthwidth.errors import echo
+
+        raise UserError(f"{argument}: {echo(str(choice))}: not a hardware table row nor a readable profile "
+                        f"({exc.strerror or type(exc).__name__})") from None
 
 
 __all__ = ["MEASURED", "hardware_choice", "is_measured", "measured_hardware", "resolve_hardware"]

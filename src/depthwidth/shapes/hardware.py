@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from depthwidth import serial
 from depthwidth.errors import UserError
-from depthwidth.shapes.checks import check_choice
+from depthwidth.shapes.checks import check_choice, shown
 from depthwidth.shapes.activations import DTYPE_BYTES as _STORAGE_BYTES
 from depthwidth.shapes.small_ops import check_curves, check_in_forward
 
@@ -326,14 +326,14 @@ def get_hardware(name: str) -> HardwareSpec:
     if isinstance(name, HardwareSpec):
         return name
     if not isinstance(name, str):
-        raise UserError(f"hardware name must be a string, got {name!r}")
+        raise UserError(f"hardware name must be a string, got {shown(name)}")
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     key = ALIASES.get(key, key)
     if key in HARDWARE:
         return HARDWARE[key]
-    close = difflib.get_close_matches(key, list(HARDWARE) + list(ALIASES), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(key, list(HARDWARE) + list(ALIASES), n=3, cutoff=0.6) if len(key) < 100 else []
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise UserError(f"unknown hardware {name!r}{hint} (known: {', '.join(HARDWARE)})")
+    raise UserError(f"unknown hardware {shown(name)}{hint} (known: {', '.join(HARDWARE)})")
 
 
 __all__ = ["DTYPES", "DTYPE_BYTES", "GPU_NAMES", "HARDWARE", "HardwareSpec", "dtype_bytes", "get_hardware",
