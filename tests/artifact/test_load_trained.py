@@ -25,7 +25,7 @@ from depthwidth.train import train
 SHAPE = Shape(n_layers=2, d_model=32, n_heads=2, vocab_size=256, max_seq_len=32)
 #: the keys a checkpoint's meta has always had, in order (a resume and older readers rely on them)
 META_KEYS = ["step", "curve", "evals", "train_seconds", "eval_seconds", "saved_activation_bytes", "state_bytes",
-             "config", "shape", "dataset_hash", "init_sha256", "resumes"]
+             "config", "shape", "dataset_hash", "init_sha256", "resumes", "final"]  # "final": the run's last checkpoint
 
 
 def _config(tmp_path, cls=TrainConfig, **extra) -> TrainConfig:

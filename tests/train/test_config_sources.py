@@ -80,6 +80,10 @@ def _spec_text(sample: dict) -> str:
 def test_every_field_from_a_study_spec(monkeypatch):
     # init_from names a model folder whose content hash is part of the run's identity
     monkeypatch.setattr("depthwidth.hfio.weights.content_hash", lambda path: f"hash of {path}")
+    # the sample sets every field off its default, horizons and two processes together among them, which the
+    # trainer refuses in one run (study/preflight.py refuses it at expansion: tests/study/test_preflight.py);
+    # here only where each field comes from is checked
+    monkeypatch.setattr("depthwidth.study.expand.check_runs", lambda expansion: None)
     spec = parse_spec(_spec_text(SPEC_SAMPLE), source="every.toml")
     every = expand(spec, data=DataInfo(corpus_hash="c0ffee", vocab_size=256, train_tokens=10**6)).train_runs
     runs = [r for r in every if r.parent is None]  # the sample's horizons add the cooldown branches

@@ -60,7 +60,8 @@ class CheckpointMeta:
     """What a checkpoint records besides its tensors: the step it was taken after, the curve and evaluations
     so far, the seconds spent, the measured memory, what the run is (`shape` and `config` as their dicts,
     the dataset hash, the content hash of an init_from folder), where it resumed (`resumes`) and, for a
-    multi-process run, the DCP folder the states are in (`dcp`, with its tensor-parallel degree `dcp_tp`)."""
+    multi-process run, the DCP folder the states are in (`dcp`, with its tensor-parallel degree `dcp_tp`), and
+    for the last checkpoint of a run its final measurements (`final`)."""
 
     step: int
     curve: list[dict[str, Any]] = field(default_factory=list)  # CurvePoint dicts
@@ -76,10 +77,13 @@ class CheckpointMeta:
     resumes: list[str] = field(default_factory=list)
     dcp: str | None = None
     dcp_tp: int | None = None
+    #: the last checkpoint of a run: what its final evaluation and probes measured (`train.run_result.final_record`),
+    #: so a run resumed there finishes without evaluating again
+    final: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name in ("dcp", "dcp_tp"):  # written only by multi-process runs
+        for name in ("dcp", "dcp_tp", "final"):  # written only by multi-process runs / the last checkpoint
             if out[name] is None:
                 del out[name]
         return out
