@@ -83,7 +83,9 @@ def test_every_field_from_a_study_spec(monkeypatch):
     # the sample sets every field off its default, horizons and two processes together among them, which the
     # trainer refuses in one run (study/preflight.py refuses it at expansion: tests/study/test_preflight.py);
     # here only where each field comes from is checked
-    monkeypatch.setattr("depthwidth.study.expand.check_runs", lambda expansion: None)
+    import sys
+
+    monkeypatch.setattr(sys.modules["depthwidth.study.expand"], "check_runs", lambda expansion: None)
     spec = parse_spec(_spec_text(SPEC_SAMPLE), source="every.toml")
     every = expand(spec, data=DataInfo(corpus_hash="c0ffee", vocab_size=256, train_tokens=10**6)).train_runs
     runs = [r for r in every if r.parent is None]  # the sample's horizons add the cooldown branches
