@@ -14,11 +14,14 @@ same batches (`BatchStream`), with the same AdamW parameter groups, threads and 
   ours/plain+mem is what remains once a user copies that setting (no target: informational);
 - same: the shortest loop with ours' AdamW and clipping: ours/same is the trainer's own overhead, and its losses
   must match ours bit for bit;
+- hand: the GPT-2 a user writes by hand (`handwritten_gpt.py`: fused qkv, SDPA, tanh-GELU MLP, tied head) in the
+  `same` loop, from our initial weights: the same computation as ours, op for op, so its losses match ours bit
+  for bit and ours/hand is what our model and trainer cost beyond the model's arithmetic;
 - hf: `GPT2LMHeadModel` (SDPA attention) in the `same` loop: another implementation of the same model (its
   losses match ours to float tolerance, not bitwise).
 Contenders run in two spawned worker processes, alternating: `ours`, `same` and `plain+mem` in one whose
-allocator keeps freed memory, `plain`, `plain+clip` and `hf` in one with the C library's allocator as a user's
-script has it (the setting is process-wide and cannot be undone, so one process cannot hold both).
+allocator keeps freed memory, `plain`, `plain+clip`, `hand` and `hf` in one with the C library's allocator as a
+user's script has it (the setting is process-wide and cannot be undone, so one process cannot hold both).
 So ours/plain splits into implementation (ours/same: the trainer; same/plain+clip: the AdamW) and settings
 (plain+clip/plain: clipping).
 Each contender runs `--steps` steps per round; the first `--warmup` steps (allocator, kernel choice) are
@@ -33,11 +36,12 @@ Quiet check: for every row the CPU time that other processes used while it ran (
 own) is printed in cores; above 0.25 the row is marked `NOISY` and the summary says the machine was not
 quiet. Run it through the quiet wrapper where one exists.
 
-Targets: ours/plain and ours/plain+clip >= 1.05, ours/same >= 1.0 (a row whose range within rounds reaches the
-target counts as within noise) and ours/hf >= 1.2. Exit status 1 when a row misses beyond noise.
+Targets: ours/plain and ours/plain+clip >= 1.05, ours/same and ours/hand >= 1.0 (a row whose range within rounds
+reaches the target counts as within noise) and ours/hf >= 1.2. Exit status 1 when a row misses beyond noise.
 
     python benchmarks/bench_train.py [--steps 10] [--warmup 2] [--rounds 3] [--dtypes fp32,bf16]
         [--shapes 16x64,4x128,1x256,8x256] [--seq-len 128] [--batch 32] [--threads N] [--device cpu]
+        [--contenders ours,same,hand,hf]
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -61,14 +66,18 @@ from depthwidth.shapes import Shape, count_params
 from depthwidth.shapes.flops import flops
 from depthwidth.train import TrainConfig, lr_at, param_groups, train
 
-TARGET_PLAIN, TARGET_SAME, TARGET_HF, NOISY_CORES = 1.05, 1.0, 1.2, 0.25
-#: contender -> (AdamW, clipping, Hugging Face model) of its plain loop (`ours` is the trainer)
-PLAIN = {"plain": ("default", False, False), "plain+clip": ("default", True, False),
-         "plain+mem": ("default", False, False), "same": (None, True, False), "hf": (None, True, True)}
+TARGET_PLAIN, TARGET_SAME, TARGET_HAND, TARGET_HF, NOISY_CORES = 1.05, 1.0, 1.0, 1.2, 0.25
+#: contender -> (AdamW, clipping, model) of its plain loop (`ours` is the trainer): the model is our
+#: `Transformer`, the hand-written GPT (`handwritten_gpt.py`) or Hugging Face's `GPT2LMHeadModel`
+PLAIN = {"plain": ("default", False, "ours"), "plain+clip": ("default", True, "ours"),
+         "plain+mem": ("default", False, "ours"), "same": (None, True, "ours"), "hand": (None, True, "hand"),
+         "hf": (None, True, "hf")}
 CONTENDERS = ("ours", *PLAIN)
+HERE = Path(__file__).resolve().parent
 #: which worker process runs a contender: "user" keeps the C library's allocator as a user's own script has
 #: it; "kept" has `machine.host_memory.keep_freed_memory` applied, as every trainer process does
-WORKER = {"ours": "kept", "same": "kept", "plain+mem": "kept", "plain": "user", "plain+clip": "user", "hf": "user"}
+WORKER = {"ours": "kept", "same": "kept", "plain+mem": "kept", "plain": "user", "plain+clip": "user", "hand": "user",
+          "hf": "user"}
 
 
 def busy_jiffies(pids=()) -> tuple[float, float]:
@@ -165,6 +174,19 @@ def hf_model(shape: Shape, device):
     return model.to(device).train()
 
 
+def hand_model(shape: Shape, device):
+    """The hand-written GPT of `shape` (a GPT-2-style one) with our initial weights (seed 0)."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    from handwritten_gpt import GPT, from_ours
+
+    model = GPT(n_layers=shape.n_layers, d_model=shape.d_model, n_heads=shape.n_heads, vocab_size=shape.vocab_size,
+                max_seq_len=shape.max_seq_len, d_ff=shape.d_ff, eps=shape.norm_eps)
+    torch.manual_seed(0)
+    model.load_state_dict(from_ours(Transformer(shape).state_dict()))
+    return model.to(device).train()
+
+
 def vendor_peak(device, dtype: str) -> float | None:
     if device.type != "cuda":
         return None
@@ -185,16 +207,19 @@ def run_contender(c: str, dims, dtype: str, args, dataset, device):
     if c == "ours":
         s, losses, result = run_ours(shape, config, dataset, device, warmup=args.warmup)
         return s, losses, result.mfu_vendor
-    adamw, clip, hf = PLAIN[c]
+    adamw, clip, kind = PLAIN[c]
     torch.set_num_threads(args.threads)
     torch.manual_seed(config.seed)
-    if not hf:
+    if kind == "ours":
         model = Transformer(shape).to(device).train()
         groups = groups_of(list(model.named_parameters()), config, ("embed.weight", "pos_embed.weight"))
+    elif kind == "hand":
+        model = hand_model(shape, device)
+        groups = groups_of(list(model.named_parameters()), config, ("wte.weight", "wpe.weight"))
     else:
         model = hf_model(shape, device)
         groups = groups_of(list(model.named_parameters()), config, ("transformer.wte.weight", "transformer.wpe.weight"))
-    s, losses = plain_loop(model, groups, config, stream, device, warmup=args.warmup, hf=hf,
+    s, losses = plain_loop(model, groups, config, stream, device, warmup=args.warmup, hf=kind == "hf",
                            adamw=adamw or config.adamw, clip=clip)
     return s, losses, None
 
@@ -245,9 +270,9 @@ class Workers:
             proc.join(timeout=30)
 
 
-def bench_row(dims, dtype, args, dataset, device, have_hf, workers: Workers):
+def bench_row(dims, dtype, args, dataset, device, have_hf, workers: Workers, who=None):
     shape, config, _ = row_setup(dims, dtype, args, dataset, device)
-    who = [c for c in CONTENDERS if c != "hf" or have_hf]
+    who = [c for c in (who or CONTENDERS) if c != "hf" or have_hf]
     seconds = {c: [] for c in who}
     losses, mfu_vendor = {}, None
     pids = [p.pid for p in workers.procs]
@@ -283,7 +308,13 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--corpus", default="shakespeare")
     parser.add_argument("--no-hf", action="store_true", help="leave Hugging Face out")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help=f"which to run, ours always among them (default: all of {','.join(CONTENDERS)})")
     args = parser.parse_args()
+    chosen = args.contenders.split(",")
+    if unknown := [c for c in chosen if c not in CONTENDERS]:
+        parser.error(f"--contenders: unknown {', '.join(unknown)}; expected some of {', '.join(CONTENDERS)}")
+    args.contenders = ["ours", *[c for c in CONTENDERS if c in chosen and c != "ours"]]
     if not 0 < args.warmup < args.steps:
         parser.error("--warmup must be at least 1 and below --steps")
     device = torch.device(args.device)
@@ -307,8 +338,9 @@ def main() -> int:
 
 
 def report(args, dtypes, dims, dataset, device, have_hf, caps, workers) -> int:
+    who = args.contenders
     bench_row((1, 64), dtypes[0], argparse.Namespace(**{**vars(args), "steps": 3, "warmup": 1, "rounds": 1}),
-              dataset, device, have_hf, workers)
+              dataset, device, have_hf, workers, who)
     print(f"trainer vs plain loops vs HF GPT2LMHeadModel: {args.corpus}, byte tokens (vocab {dataset.vocab_size}), "
           f"seq {args.seq_len}, batch {args.batch}, {args.steps} steps ({args.warmup} warm-up) x {args.rounds} "
           f"rounds, {args.threads} threads, torch {torch.__version__}")
@@ -316,10 +348,11 @@ def report(args, dtypes, dims, dataset, device, have_hf, caps, workers) -> int:
     print("contenders: ours = depthwidth.train.train (AdamW fused, clip 1.0, every bookkeeping step); plain = the "
           "shortest loop with torch's default AdamW and no clipping (what a user writes); plain+clip = the same with "
           "nanoGPT's clipping at 1.0; plain+mem = plain in a process whose allocator keeps freed memory as ours' does "
-          "(machine/host_memory.py); ours, same and plain+mem run in one worker process, plain, plain+clip and hf in "
-          "another with the C library's allocator as a user's script has it; same = the shortest loop with ours' AdamW and clipping (what is the trainer's "
-          "own overhead); hf = GPT2LMHeadModel in the `same` loop")
-    others = [c for c in CONTENDERS if c != "ours" and (c != "hf" or have_hf)]
+          "(machine/host_memory.py); ours, same and plain+mem run in one worker process, plain, plain+clip, hand and "
+          "hf in another with the C library's allocator as a user's script has it; same = the shortest loop with "
+          "ours' AdamW and clipping (what is the trainer's own overhead); hand = the hand-written GPT-2 "
+          "(handwritten_gpt.py) in the `same` loop; hf = GPT2LMHeadModel in the `same` loop")
+    others = [c for c in who if c != "ours" and (c != "hf" or have_hf)]
     print(f"{'L-H':>8} {'params':>9} {'dtype':>5} {'ours tok/s':>10} "
           + " ".join(f"{'ours/' + c:>15}" for c in others)
           + f" {'MFU ours':>8} {'peak GF':>7} {'bits':>5} {'hf dloss':>8} {'other':>6}")
@@ -328,16 +361,17 @@ def report(args, dtypes, dims, dataset, device, have_hf, caps, workers) -> int:
         peak = peak_flops(dtype=dtype, device=device, threads=args.threads)
         vendor = vendor_peak(device, dtype)
         for d in dims:
-            row = bench_row(d, dtype, args, dataset, device, have_hf, workers)
+            row = bench_row(d, dtype, args, dataset, device, have_hf, workers, who)
             tps, pair = row["tps"], row["pair"]
             ratio = {c: tps["ours"] / tps[c] for c in others}
             mfu = row["per_token"] * tps["ours"] / peak.flops_per_s
-            same = row["losses"]["ours"] == row["losses"]["same"]
+            same = all(row["losses"]["ours"] == row["losses"][c] for c in ("same", "hand") if c in tps)
             dloss = (max(abs(a - b) for a, b in zip(row["losses"]["ours"], row["losses"]["hf"]))
                      if "hf" in tps else None)
             quiet = row["other"] <= NOISY_CORES
             noisy = noisy or not quiet
-            target = {"plain": TARGET_PLAIN, "plain+clip": TARGET_PLAIN, "same": TARGET_SAME, "hf": TARGET_HF}
+            target = {"plain": TARGET_PLAIN, "plain+clip": TARGET_PLAIN, "same": TARGET_SAME, "hand": TARGET_HAND,
+                      "hf": TARGET_HF}
             missed = [c for c in others if c in target and ratio[c] < target[c] and max(pair[c]) < target[c]]
             ok = ok and not missed
             s = row["shape"]
@@ -350,22 +384,27 @@ def report(args, dtypes, dims, dataset, device, have_hf, caps, workers) -> int:
                 print(f"{'':>8} MFU vs the vendor dense peak ({vendor / 1e12:,.0f} TFLOP/s): ours "
                       f"{100 * row['per_token'] * tps['ours'] / vendor:.1f}%; the run recorded "
                       f"{100 * (row['mfu_vendor'] or 0):.1f}%")
-    tiny = argparse.Namespace(**{**vars(args), "steps": 60, "warmup": 5, "rounds": 4, "seq_len": 32, "batch": 4})
-    row = bench_row((2, 32), dtypes[0], tiny, dataset, device, False, workers)
-    step = {c: tiny.batch * tiny.seq_len / v for c, v in row["tps"].items()}
-    print(f"trainer overhead per step, where a step costs little (L2-H32, seq 32, batch 4, {tiny.steps} steps x "
-          f"{tiny.rounds} rounds): ours {1e3 * step['ours']:.3f} ms, same {1e3 * step['same']:.3f} ms, "
-          f"difference {1e3 * (step['ours'] - step['same']):+.3f} ms "
-          f"(ours/same {row['tps']['ours'] / row['tps']['same']:.3f}, "
-          f"pair {min(row['pair']['same']):.3f}-{max(row['pair']['same']):.3f}, other {row['other']:.2f} cores)")
+    if "same" in who:
+        tiny = argparse.Namespace(**{**vars(args), "steps": 60, "warmup": 5, "rounds": 4, "seq_len": 32, "batch": 4})
+        small = [c for c in ("ours", "same", "hand") if c in who]
+        row = bench_row((2, 32), dtypes[0], tiny, dataset, device, False, workers, small)
+        step = {c: tiny.batch * tiny.seq_len / v for c, v in row["tps"].items()}
+        hand = (f", hand {1e3 * step['hand']:.3f} ms (ours/hand {row['tps']['ours'] / row['tps']['hand']:.3f}, "
+                f"pair {min(row['pair']['hand']):.3f}-{max(row['pair']['hand']):.3f})" if "hand" in step else "")
+        print(f"trainer overhead per step, where a step costs little (L2-H32, seq 32, batch 4, {tiny.steps} steps x "
+              f"{tiny.rounds} rounds): ours {1e3 * step['ours']:.3f} ms, same {1e3 * step['same']:.3f} ms, "
+              f"difference {1e3 * (step['ours'] - step['same']):+.3f} ms "
+              f"(ours/same {row['tps']['ours'] / row['tps']['same']:.3f}, "
+              f"pair {min(row['pair']['same']):.3f}-{max(row['pair']['same']):.3f}){hand}, other {row['other']:.2f} "
+              "cores")
     print(f"columns: tok/s = median over rounds of (timed steps x batch tokens) / wall seconds; ours/X = tok/s ratio "
           f"(in brackets its range within single rounds, the noise band); MFU = model FLOPs x tok/s / measured GEMM "
-          f"peak ({peak.source}); bits = ours and `same` losses bit for bit; hf dloss = largest |ours - hf| loss over "
-          "the steps; other = CPU cores other processes used meanwhile")
+          f"peak ({peak.source}); bits = the losses of ours, `same` and `hand` bit for bit; hf dloss = largest "
+          "|ours - hf| loss over the steps; other = CPU cores other processes used meanwhile")
     print(f"machine {'NOT quiet (a row has other > ' + str(NOISY_CORES) + ' cores)' if noisy else 'quiet'}; "
           f"load average at end: {os.getloadavg()[0]:.2f}")
-    print(f"targets ours/plain and ours/plain+clip >= {TARGET_PLAIN}, ours/same >= {TARGET_SAME}, ours/hf >= "
-          f"{TARGET_HF} (a row whose round range reaches the target counts as within noise): "
+    print(f"targets ours/plain and ours/plain+clip >= {TARGET_PLAIN}, ours/same >= {TARGET_SAME}, ours/hand >= "
+          f"{TARGET_HAND}, ours/hf >= {TARGET_HF} (a row whose round range reaches the target counts as within noise): "
           f"{'met' if ok else 'MISSED'}")
     return 0 if ok else 1
 

@@ -14,6 +14,14 @@ cell is the median over rounds of the mean ms per step (warm-up steps excluded).
 
 `--adamw` runs ours once per AdamW implementation (the plain loop always uses torch's default AdamW, no
 clipping: the loop of a user who writes their own).
+
+`--models` compares the models alone instead, in one process: our `Transformer` against the hand-written GPT-2
+of `handwritten_gpt.py` with the same weights, forward and backward of the same batch (no optimizer), rounds
+alternating. Printed per shape: the aten ops each dispatches per step (forward, backward; counted, so
+deterministic), the median wall ms of forward and backward, the host time between ops (wall less the self time
+of every top-level op under torch.profiler), and every op whose count or self time per call differs.
+
+    python benchmarks/profile_train_step.py --models [--shapes 16x64,1x256] [--dtype fp32|bf16] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_train import busy_jiffies, groups_of, plain_loop  # noqa: E402
@@ -106,6 +115,115 @@ def plain(shape, config, dataset, timers: Timers, warmup: int) -> float:
     return seconds
 
 
+class OpCounter(TorchDispatchMode):
+    """Counts the aten ops dispatched while it is active, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: collections.Counter = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def model_pair(L: int, H: int, vocab: int, seq_len: int):
+    """Our Transformer and the hand-written GPT-2 of one GPT-2-style shape, with the same weights (seed 0)."""
+    from handwritten_gpt import GPT, from_ours
+
+    shape = Shape(n_layers=L, d_model=H, n_heads=max(1, H // 64), vocab_size=vocab, max_seq_len=seq_len, bias="all")
+    torch.manual_seed(0)
+    ours_model = Transformer(shape).train()
+    hand = GPT(n_layers=L, d_model=H, n_heads=shape.n_heads, vocab_size=vocab, max_seq_len=seq_len, d_ff=shape.d_ff,
+               eps=shape.norm_eps).train()
+    hand.load_state_dict(from_ours(ours_model.state_dict()))
+    return {"ours": ours_model, "hand": hand}
+
+
+def fwd_bwd(model, x, y, amp):
+    """(forward seconds, backward seconds, loss) of one step; gradients dropped afterwards."""
+    t0 = time.perf_counter()
+    with amp:
+        _, loss = model(x, y)
+    t1 = time.perf_counter()
+    loss.backward()
+    t2 = time.perf_counter()
+    for p in model.parameters():
+        p.grad = None
+    return t1 - t0, t2 - t1, loss.detach()
+
+
+def profile_models(args, dataset) -> int:
+    """The `--models` comparison (see the module docstring)."""
+    amp = torch.autocast("cpu", dtype=torch.bfloat16) if args.dtype == "bf16" else contextlib.nullcontext()
+    stream = BatchStream(dataset, seq_len=args.seq_len, batch_size=args.batch, seed=0)
+    x, y = (torch.from_numpy(a) for a in stream.batch(0))
+    print(f"models alone (forward + backward, no optimizer): seq {args.seq_len}, batch {args.batch}, {args.dtype}, "
+          f"{args.steps} steps ({args.warmup} warm-up) x {args.rounds} rounds, {args.threads} threads, torch "
+          f"{torch.__version__}; load average {os.getloadavg()[0]:.2f}")
+    for dims in args.shapes.split(","):
+        L, H = (int(v) for v in dims.split("x"))
+        models = model_pair(L, H, dataset.vocab_size, args.seq_len)
+        counts, losses = {}, {}
+        for name, model in models.items():
+            fwd, bwd = OpCounter(), OpCounter()
+            with fwd, amp:
+                _, loss = model(x, y)
+            with bwd:
+                loss.backward()
+            model.zero_grad(set_to_none=True)
+            counts[name] = (fwd.counts, bwd.counts)
+            losses[name] = loss.item()
+        ms = {name: {"forward": [], "backward": []} for name in models}
+        busy0, wall0 = busy_jiffies(), time.perf_counter()
+        for r in range(args.rounds + 1):  # round 0 warms both up and is not counted
+            for name in list(models)[r % 2:] + list(models)[: r % 2]:
+                times = [fwd_bwd(models[name], x, y, amp)[:2] for _ in range(args.steps)][args.warmup:]
+                if r:
+                    ms[name]["forward"].append(1e3 * statistics.mean(t[0] for t in times))
+                    ms[name]["backward"].append(1e3 * statistics.mean(t[1] for t in times))
+        busy1 = busy_jiffies()
+        other = max(0.0, (busy1[0] - busy0[0]) - (busy1[1] - busy0[1])) / (time.perf_counter() - wall0)
+        events, host = {}, {}
+        for name, model in models.items():
+            steps = 3
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    fwd_bwd(model, x, y, amp)
+                wall = time.perf_counter() - t0
+            top = [e for e in prof.events() if e.cpu_parent is None and not e.name.startswith("ProfilerStep")]
+            host[name] = 1e3 * (wall - sum(e.cpu_time_total for e in top) / 1e6) / steps
+            events[name] = {e.key: (e.count / steps, e.self_cpu_time_total / 1e3 / steps) for e in prof.key_averages()}
+        print(f"\nL{L}-H{H}: losses ours {losses['ours']:.6f} hand {losses['hand']:.6f} "
+              f"({'bit for bit' if losses['ours'] == losses['hand'] else 'DIFFER'}); other processes used "
+              f"{other:.2f} cores meanwhile" + (" (NOT quiet)" if other > 0.25 else ""))
+        print(f"{'':>24} {'ours':>10} {'hand':>10} {'hand/ours':>10}")
+        for i, phase in enumerate(("forward", "backward")):
+            n = [sum(counts[m][i].values()) for m in ("ours", "hand")]
+            print(f"{phase + ' aten ops':>24} {n[0]:>10} {n[1]:>10}")
+        for phase in ("forward", "backward"):
+            o, h = (statistics.median(ms[n][phase]) for n in ("ours", "hand"))
+            print(f"{phase + ' ms':>24} {o:>10.2f} {h:>10.2f} {h / o:>10.3f}   rounds hand/ours "
+                  f"{min(a / b for a, b in zip(ms['hand'][phase], ms['ours'][phase])):.3f}-"
+                  f"{max(a / b for a, b in zip(ms['hand'][phase], ms['ours'][phase])):.3f}")
+        print(f"{'host ms between ops':>24} {host['ours']:>10.2f} {host['hand']:>10.2f}   (under the profiler)")
+        for i, phase in enumerate(("forward", "backward")):
+            a, b = counts["ours"][i], counts["hand"][i]
+            for op in sorted(k for k in set(a) | set(b) if a[k] != b[k]):
+                print(f"{'  ' + phase + ' count':>24} {a[op]:>10} {b[op]:>10}   {op}")
+        differ = []
+        for key in set(events["ours"]) | set(events["hand"]):
+            (co, to), (ch, th) = events["ours"].get(key, (0, 0.0)), events["hand"].get(key, (0, 0.0))
+            if co != ch or abs(to - th) > max(args.op_ms, 0.05 * max(to, th)):
+                differ.append((to - th, key, co, ch, to, th))
+        print(f"{'self ms per step':>24} (ops whose count differs or whose self time differs by more than "
+              f"{args.op_ms} ms and 5%; ours - hand, largest first)")
+        for d, key, co, ch, to, th in sorted(differ, reverse=True)[: args.top]:
+            print(f"{key[:40]:>40} calls {co:>6.0f} {ch:>6.0f}  ms {to:>8.3f} {th:>8.3f}  {d:>+8.3f}")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="16x64,1x256")
@@ -116,9 +234,15 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--models", action="store_true", help="compare the models alone: ours against handwritten_gpt.py")
+    p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"), help="--models: autocast to bf16 or not")
+    p.add_argument("--op-ms", type=float, default=0.05, help="--models: smallest self-time difference shown")
+    p.add_argument("--top", type=int, default=25, help="--models: how many differing ops to show")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     dataset = load_dataset(corpus="shakespeare", tokenizer="byte")
+    if args.models:
+        return profile_models(args, dataset)
     kernels = args.adamw.split(",")
     print(f"per-phase wall ms per step: seq {args.seq_len}, batch {args.batch}, {args.steps} steps "
           f"({args.warmup} warm-up) x {args.rounds} rounds, {args.threads} threads, torch {torch.__version__}; "
