@@ -42,6 +42,11 @@ def rope_tables(shape: Shape) -> tuple[torch.Tensor, torch.Tensor]:
     return angles.cos(), angles.sin()
 
 
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """`F.dropout(x, p, training)`, not called where it returns `x` itself (p = 0, or evaluation)."""
+    return F.dropout(x, p=p, training=True) if p and training else x
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     # x: (B, H, T, Dh); cos/sin: (T, Dh)
     x1, x2 = x.chunk(2, dim=-1)
@@ -56,6 +61,7 @@ class Attention(nn.Module):
         self.attn_impl = attn_impl
         self.dropout = dropout
         self.scale = scale  # of q.k; None: 1/sqrt(head_dim) (muP/CompleteP: 1/head_dim)
+        self.sizes = [shape.q_dim, shape.kv_dim, shape.kv_dim]  # q, k, v columns of the fused projection
         self.qkv = nn.Linear(shape.d_model, shape.q_dim + 2 * shape.kv_dim, bias=shape.qkv_bias)
         self.out = nn.Linear(shape.q_dim, shape.d_model, bias=shape.linear_bias)
         self.out.residual_out = True  # marks depth-scaled init
@@ -70,7 +76,7 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         s = self.shape
         B, T, _ = x.shape
-        q, k, v = self.qkv(x).split([s.q_dim, s.kv_dim, s.kv_dim], dim=-1)
+        q, k, v = self.qkv(x).split(self.sizes, dim=-1)
         q = q.view(B, T, s.n_heads, s.head_dim).transpose(1, 2)  # (B, Hq, T, Dh)
         k = k.view(B, T, s.n_kv_heads, s.head_dim).transpose(1, 2)  # (B, Hk, T, Dh)
         v = v.view(B, T, s.n_kv_heads, s.head_dim).transpose(1, 2)  # (B, Hk, T, Dh)
@@ -81,8 +87,8 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, Hk, start+T, Dh)
         y = self._attend(q, k, v, start=start)  # (B, Hq, T, Dh)
-        y = y.transpose(1, 2).reshape(B, T, s.q_dim)
-        return F.dropout(self.out(y), p=self.dropout, training=self.training)
+        y = y.transpose(1, 2).reshape(B, T, self.sizes[0])
+        return dropout(self.out(y), self.dropout, self.training)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, start: int) -> torch.Tensor:
         s = self.shape
@@ -130,7 +136,7 @@ class MLP(nn.Module):
             h = F.relu(self.up(x))
         else:
             h = F.gelu(self.up(x), approximate="tanh")
-        return F.dropout(self.down(h), p=self.dropout, training=self.training)
+        return dropout(self.down(h), self.dropout, self.training)
 
 
 class Block(nn.Module):
@@ -234,7 +240,7 @@ class Transformer(nn.Module):
         x = self.embed(idx)  # (B, T, D)
         if self.pos_embed is not None:
             x = x + self.pos_embed(torch.arange(start, start + T, device=idx.device))
-        x = F.dropout(x, p=self.dropout, training=self.training)
+        x = dropout(x, self.dropout, self.training)
         rope = (self.rope_cos, self.rope_sin) if self.shape.pos == "rope" else None
         for i, block in enumerate(self.blocks):
             x = block(x, rope=rope, cache=cache, layer=i)
