@@ -127,17 +127,32 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def model_pair(L: int, H: int, vocab: int, seq_len: int):
-    """Our Transformer and the hand-written GPT-2 of one GPT-2-style shape, with the same weights (seed 0)."""
-    from handwritten_gpt import GPT, from_ours
+class HFLoss(torch.nn.Module):
+    """`GPT2LMHeadModel` with the (logits, loss) interface of our model (the loss as bench_train.py's loop has it)."""
+
+    def __init__(self, hf) -> None:
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, idx, targets):
+        logits = self.hf(input_ids=idx).logits
+        return logits, torch.nn.functional.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def model_set(L: int, H: int, vocab: int, seq_len: int, *, with_hf: bool) -> dict[str, torch.nn.Module]:
+    """Our Transformer, the hand-written GPT-2 and (with_hf, where transformers is installed) Hugging Face's, of
+    one GPT-2-style shape, all with our initial weights (seed 0)."""
+    from bench_train import hand_model, hf_model
 
     shape = Shape(n_layers=L, d_model=H, n_heads=max(1, H // 64), vocab_size=vocab, max_seq_len=seq_len, bias="all")
     torch.manual_seed(0)
-    ours_model = Transformer(shape).train()
-    hand = GPT(n_layers=L, d_model=H, n_heads=shape.n_heads, vocab_size=vocab, max_seq_len=seq_len, d_ff=shape.d_ff,
-               eps=shape.norm_eps).train()
-    hand.load_state_dict(from_ours(ours_model.state_dict()))
-    return {"ours": ours_model, "hand": hand}
+    out = {"ours": Transformer(shape).train(), "hand": hand_model(shape, torch.device("cpu"))}
+    if with_hf:
+        try:
+            out["hf"] = HFLoss(hf_model(shape, torch.device("cpu")))
+        except ImportError:
+            print("hf: transformers is not installed; left out")
+    return out
 
 
 def fwd_bwd(model, x, y, amp):
@@ -153,6 +168,18 @@ def fwd_bwd(model, x, y, amp):
     return t1 - t0, t2 - t1, loss.detach()
 
 
+def op_profile(model, x, y, amp, steps: int = 3) -> tuple[float, dict[str, tuple[float, float]]]:
+    """(host ms per step between top-level ops, {op: (calls, self ms) per step}) under torch.profiler."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            fwd_bwd(model, x, y, amp)
+        wall = time.perf_counter() - t0
+    top = [e for e in prof.events() if e.cpu_parent is None and not e.name.startswith("ProfilerStep")]
+    host = 1e3 * (wall - sum(e.cpu_time_total for e in top) / 1e6) / steps
+    return host, {e.key: (e.count / steps, e.self_cpu_time_total / 1e3 / steps) for e in prof.key_averages()}
+
+
 def profile_models(args, dataset) -> int:
     """The `--models` comparison (see the module docstring)."""
     amp = torch.autocast("cpu", dtype=torch.bfloat16) if args.dtype == "bf16" else contextlib.nullcontext()
@@ -163,7 +190,8 @@ def profile_models(args, dataset) -> int:
           f"{torch.__version__}; load average {os.getloadavg()[0]:.2f}")
     for dims in args.shapes.split(","):
         L, H = (int(v) for v in dims.split("x"))
-        models = model_pair(L, H, dataset.vocab_size, args.seq_len)
+        models = model_set(L, H, dataset.vocab_size, args.seq_len, with_hf=not args.no_hf)
+        names = list(models)
         counts, losses = {}, {}
         for name, model in models.items():
             fwd, bwd = OpCounter(), OpCounter()
@@ -174,51 +202,47 @@ def profile_models(args, dataset) -> int:
             model.zero_grad(set_to_none=True)
             counts[name] = (fwd.counts, bwd.counts)
             losses[name] = loss.item()
-        ms = {name: {"forward": [], "backward": []} for name in models}
+        ms = {name: {"forward": [], "backward": []} for name in names}
         busy0, wall0 = busy_jiffies(), time.perf_counter()
-        for r in range(args.rounds + 1):  # round 0 warms both up and is not counted
-            for name in list(models)[r % 2:] + list(models)[: r % 2]:
+        for r in range(args.rounds + 1):  # round 0 warms every model up and is not counted
+            for name in names[r % len(names):] + names[: r % len(names)]:
                 times = [fwd_bwd(models[name], x, y, amp)[:2] for _ in range(args.steps)][args.warmup:]
                 if r:
                     ms[name]["forward"].append(1e3 * statistics.mean(t[0] for t in times))
                     ms[name]["backward"].append(1e3 * statistics.mean(t[1] for t in times))
         busy1 = busy_jiffies()
         other = max(0.0, (busy1[0] - busy0[0]) - (busy1[1] - busy0[1])) / (time.perf_counter() - wall0)
-        events, host = {}, {}
-        for name, model in models.items():
-            steps = 3
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-                t0 = time.perf_counter()
-                for _ in range(steps):
-                    fwd_bwd(model, x, y, amp)
-                wall = time.perf_counter() - t0
-            top = [e for e in prof.events() if e.cpu_parent is None and not e.name.startswith("ProfilerStep")]
-            host[name] = 1e3 * (wall - sum(e.cpu_time_total for e in top) / 1e6) / steps
-            events[name] = {e.key: (e.count / steps, e.self_cpu_time_total / 1e3 / steps) for e in prof.key_averages()}
-        print(f"\nL{L}-H{H}: losses ours {losses['ours']:.6f} hand {losses['hand']:.6f} "
-              f"({'bit for bit' if losses['ours'] == losses['hand'] else 'DIFFER'}); other processes used "
-              f"{other:.2f} cores meanwhile" + (" (NOT quiet)" if other > 0.25 else ""))
-        print(f"{'':>24} {'ours':>10} {'hand':>10} {'hand/ours':>10}")
+        host, events = {}, {}
+        for name in names * 2:  # the second pass of each is kept (warm)
+            host[name], events[name] = op_profile(models[name], x, y, amp)
+        same = ", ".join(f"{n} {'bit for bit' if losses[n] == losses['ours'] else 'DIFFERS'}" for n in names[1:])
+        print(f"\nL{L}-H{H}: loss ours {losses['ours']:.6f} ({same}); other processes used {other:.2f} cores "
+              "meanwhile" + (" (NOT quiet)" if other > 0.25 else ""))
+        print(f"{'':>24} " + " ".join(f"{n:>10}" for n in names) + " " + " ".join(f"{n + '/ours':>22}"
+                                                                               for n in names[1:]))
         for i, phase in enumerate(("forward", "backward")):
-            n = [sum(counts[m][i].values()) for m in ("ours", "hand")]
-            print(f"{phase + ' aten ops':>24} {n[0]:>10} {n[1]:>10}")
+            print(f"{phase + ' aten ops':>24} " + " ".join(f"{sum(counts[n][i].values()):>10}" for n in names))
         for phase in ("forward", "backward"):
-            o, h = (statistics.median(ms[n][phase]) for n in ("ours", "hand"))
-            print(f"{phase + ' ms':>24} {o:>10.2f} {h:>10.2f} {h / o:>10.3f}   rounds hand/ours "
-                  f"{min(a / b for a, b in zip(ms['hand'][phase], ms['ours'][phase])):.3f}-"
-                  f"{max(a / b for a, b in zip(ms['hand'][phase], ms['ours'][phase])):.3f}")
-        print(f"{'host ms between ops':>24} {host['ours']:>10.2f} {host['hand']:>10.2f}   (under the profiler)")
-        for i, phase in enumerate(("forward", "backward")):
-            a, b = counts["ours"][i], counts["hand"][i]
-            for op in sorted(k for k in set(a) | set(b) if a[k] != b[k]):
-                print(f"{'  ' + phase + ' count':>24} {a[op]:>10} {b[op]:>10}   {op}")
+            med = {n: statistics.median(ms[n][phase]) for n in names}
+            cells = []
+            for n in names[1:]:
+                pair = [a / b for a, b in zip(ms[n][phase], ms["ours"][phase])]
+                cell = f"{med[n] / med['ours']:.3f} ({min(pair):.2f}-{max(pair):.2f})"
+                cells.append(f"{cell:>22}")
+            print(f"{phase + ' ms':>24} " + " ".join(f"{med[n]:>10.2f}" for n in names) + " " + " ".join(cells))
+        print(f"{'host ms between ops':>24} " + " ".join(f"{host[n]:>10.2f}" for n in names) + "  (profiled)")
+        for other_name in names[1:]:
+            for i, phase in enumerate(("forward", "backward")):
+                a, b = counts["ours"][i], counts[other_name][i]
+                for op in sorted(k for k in set(a) | set(b) if a[k] != b[k]):
+                    print(f"{phase + ' count ours ' + other_name:>24} {a[op]:>10} {b[op]:>10}   {op}")
         differ = []
         for key in set(events["ours"]) | set(events["hand"]):
             (co, to), (ch, th) = events["ours"].get(key, (0, 0.0)), events["hand"].get(key, (0, 0.0))
             if co != ch or abs(to - th) > max(args.op_ms, 0.05 * max(to, th)):
                 differ.append((to - th, key, co, ch, to, th))
-        print(f"{'self ms per step':>24} (ops whose count differs or whose self time differs by more than "
-              f"{args.op_ms} ms and 5%; ours - hand, largest first)")
+        print(f"{'self ms per step':>24} (ours against hand: ops whose count differs or whose self time differs by "
+              f"more than {args.op_ms} ms and 5%; ours - hand, largest first)")
         for d, key, co, ch, to, th in sorted(differ, reverse=True)[: args.top]:
             print(f"{key[:40]:>40} calls {co:>6.0f} {ch:>6.0f}  ms {to:>8.3f} {th:>8.3f}  {d:>+8.3f}")
     return 0
@@ -238,6 +262,7 @@ def main() -> int:
     p.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"), help="--models: autocast to bf16 or not")
     p.add_argument("--op-ms", type=float, default=0.05, help="--models: smallest self-time difference shown")
     p.add_argument("--top", type=int, default=25, help="--models: how many differing ops to show")
+    p.add_argument("--no-hf", action="store_true", help="--models: leave Hugging Face's GPT2LMHeadModel out")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     dataset = load_dataset(corpus="shakespeare", tokenizer="byte")
