@@ -16,7 +16,7 @@ Host header must name a loopback host, so a page of another site cannot reach th
 rebinding. Every answer forbids loading anything from another origin (Content-Security-Policy).
 
 Connections are served by a fixed pool of `WORKERS` threads, never a thread per connection. A connection
-waits in `_WaitingRoom` (one thread, one selector) until it has sent something; only then does a worker
+waits in `WaitingRoom` (`explore/connections.py`) (one thread, one selector) until it has sent something; only then does a worker
 read and answer its request, which must arrive whole within `READ_SECONDS`. A kept-alive connection goes
 back to the waiting room between requests. A connection that sends nothing for `IDLE_SECONDS` is closed, and
 past `MAX_CONNECTIONS` open ones the longest-waiting one is closed first; so half-open or idle connections
@@ -31,13 +31,11 @@ import ipaddress
 import json
 import math
 import queue
-import selectors
 import socket
 import sys
 import threading
 import time
 import traceback
-from collections import OrderedDict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
@@ -46,6 +44,7 @@ from urllib.parse import urlsplit
 
 from depthwidth.errors import UserError
 from depthwidth.explore.api import Explorer
+from depthwidth.explore.connections import DeadlineReader, WaitingRoom
 from depthwidth.explore.fields import MAX_QUERY_CHARS, BadRequest
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"), "/index.html": ("index.html", "text/html; charset=utf-8"),
@@ -106,28 +105,6 @@ def to_json(obj: Any) -> bytes:
     return text.encode("utf-8")
 
 
-class _DeadlineReader(io.RawIOBase):
-    """A connection's bytes as its handler reads them: no read waits past `deadline` (a request that has not
-    arrived whole by then is a TimeoutError); while `polling`, a read that would wait returns None, so the
-    buffer's `peek` tells what has already been received without waiting for more."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__()
-        self.sock, self.deadline, self.polling = sock, math.inf, False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int | None:
-        if self.polling:
-            return None
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request did not arrive in time")
-        self.sock.settimeout(left)
-        return self.sock.recv_into(buffer)
-
-
 class Handler(BaseHTTPRequestHandler):
     """One turn of a connection on a worker: its requests as long as they have already arrived, each within
     the server's `read_seconds`; then `keep_alive` says whether it goes back to the waiting room."""
@@ -139,7 +116,7 @@ class Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.rfile.close()
-        self._reader = _DeadlineReader(self.connection)
+        self._reader = DeadlineReader(self.connection)
         self.rfile = io.BufferedReader(self._reader)
         self.keep_alive = False
 
@@ -247,110 +224,6 @@ class Handler(BaseHTTPRequestHandler):
         """Quiet: a request is not worth a line (a defect is logged with its traceback by `_answer`)."""
 
 
-class _WaitingRoom:
-    """The open connections no worker is answering: one thread waits on all of them with a selector and hands
-    each that has sent something to the workers' queue. One that has sent nothing for the server's
-    `idle_seconds` is closed, and so is the longest-waiting one when a new connection would pass the
-    server's `max_connections` (the new one itself when every open connection is being answered). Only
-    this thread touches the selector; others hand it connections through `arrive` and a wake-up socket."""
-
-    def __init__(self, server: "ExploreServer", *, name: str) -> None:
-        self.server = server
-        self.selector = selectors.DefaultSelector()
-        self.waiting: OrderedDict[socket.socket, tuple[Any, float]] = OrderedDict()  # -> (address, deadline)
-        self.busy = 0  # connections queued for or held by a worker
-        self.arrivals: list[tuple[socket.socket, Any, bool]] = []
-        self.lock = threading.Lock()
-        self.closed = False
-        self.wake_in, self.wake_out = socket.socketpair()
-        self.wake_in.setblocking(False)
-        self.wake_out.setblocking(False)
-        self.selector.register(self.wake_in, selectors.EVENT_READ)
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.thread.start()
-
-    @property
-    def open_connections(self) -> int:
-        with self.lock:
-            return len(self.waiting) + self.busy + sum(1 for _, _, new in self.arrivals if new)
-
-    def arrive(self, sock: socket.socket, address: Any, *, new: bool) -> None:
-        """A connection just accepted (`new`) or back from a worker after its requests."""
-        with self.lock:
-            self.arrivals.append((sock, address, new))
-        self._wake()
-
-    def done(self) -> None:
-        """A worker has closed its connection."""
-        with self.lock:
-            self.busy -= 1
-
-    def _wake(self) -> None:
-        try:
-            self.wake_out.send(b"x")
-        except (BlockingIOError, OSError):  # a wake-up is already pending, or the room is closed
-            pass
-
-    def _run(self) -> None:
-        while not self.closed:
-            first = next(iter(self.waiting.values()), None)
-            timeout = 1.0 if first is None else min(1.0, max(0.0, first[1] - time.monotonic()))
-            for key, _ in self.selector.select(timeout):
-                if key.fileobj is self.wake_in:
-                    try:
-                        while self.wake_in.recv(512):
-                            pass
-                    except (BlockingIOError, OSError):
-                        pass
-                    continue
-                sock = key.fileobj
-                self.selector.unregister(sock)
-                address, _ = self.waiting.pop(sock)
-                with self.lock:
-                    self.busy += 1
-                self.server._jobs.put((sock, address))
-            self._take_arrivals()
-            now = time.monotonic()
-            while self.waiting and next(iter(self.waiting.values()))[1] <= now:
-                self._close(next(iter(self.waiting)))
-
-    def _take_arrivals(self) -> None:
-        with self.lock:
-            arrivals, self.arrivals = self.arrivals, []
-            self.busy -= sum(1 for _, _, new in arrivals if not new)
-        for sock, address, new in arrivals:
-            if new and len(self.waiting) + self.busy >= self.server.max_connections:
-                if not self.waiting:
-                    self.server.shutdown_request(sock)
-                    continue
-                self._close(next(iter(self.waiting)))
-            try:
-                self.selector.register(sock, selectors.EVENT_READ)
-            except (ValueError, OSError):  # closed meanwhile
-                self.server.shutdown_request(sock)
-                continue
-            self.waiting[sock] = (address, time.monotonic() + self.server.idle_seconds)
-
-    def _close(self, sock: socket.socket) -> None:
-        self.selector.unregister(sock)
-        del self.waiting[sock]
-        self.server.shutdown_request(sock)
-
-    def close(self) -> None:
-        self.closed = True
-        self._wake()
-        self.thread.join(timeout=5)
-        for sock in list(self.waiting):
-            self._close(sock)
-        with self.lock:
-            arrivals, self.arrivals = self.arrivals, []
-        for sock, _, _ in arrivals:
-            self.server.shutdown_request(sock)
-        self.selector.close()
-        self.wake_in.close()
-        self.wake_out.close()
-
-
 class ExploreServer(HTTPServer):
     """`HTTPServer` holding the explorer and the page's files, its connections served by `workers` threads
     behind a waiting room (module docstring); the limits are the module's constants unless given."""
@@ -368,7 +241,7 @@ class ExploreServer(HTTPServer):
         super().__init__(address, Handler)
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.thread_prefix = f"explore-{self.server_address[1]}-"  # the names of this server's threads
-        self._room = _WaitingRoom(self, name=self.thread_prefix + "waiting-room")
+        self._room = WaitingRoom(self, name=self.thread_prefix + "waiting-room")
         self._threads = [threading.Thread(target=self._work, name=f"{self.thread_prefix}worker-{i}", daemon=True)
                          for i in range(workers)]
         for thread in self._threads:
