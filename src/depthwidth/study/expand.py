@@ -358,7 +358,7 @@ def _budget_group(spec: StudySpec, budget: BudgetSpec, *, base: dict, key: str) 
 
 def _time_group(spec: StudySpec, budget: BudgetSpec, planned, *, key: str) -> Group:
     from depthwidth.errors import UserError
-    from depthwidth.study.timebudget import time_shares
+    from depthwidth.study.timebudget import check_shares, time_shares
 
     hardware = budget.hardware or spec.hardware
     shapes = _dedupe(planned.shapes)
@@ -368,7 +368,7 @@ def _time_group(spec: StudySpec, budget: BudgetSpec, planned, *, key: str) -> Gr
     except UserError as exc:
         raise SpecError(str(exc).removeprefix("budget.hardware: "), key=f"{key}.hardware") from None
     overrides = {"parametrization": budget.parametrization} if budget.parametrization else {}
-    _check_shares(spec, budget, shapes, shares, key=key, overrides=overrides)
+    check_shares(spec, budget, shapes, shares, key=key, overrides=overrides)
     notes = planned.notes + tuple(
         f"{label}: {share.tokens:,} tokens ({share.steps:,} steps of {share.step_s * 1e3:.4g} ms predicted, "
         f"{share.tokens_per_s:,.0f} tokens/s) in {share.seconds:g} s on {share.source}"
@@ -376,26 +376,6 @@ def _time_group(spec: StudySpec, budget: BudgetSpec, planned, *, key: str) -> Gr
     return Group(label=planned.label, tokens=min(s.tokens for s in shares.values()), shapes=shapes,
                  target=planned.target | {"seconds": budget.time_seconds, "hardware": hardware}, notes=notes,
                  shares=shares, overrides=overrides)
-
-
-def _check_shares(spec: StudySpec, budget: BudgetSpec, shapes, shares: dict, *, key: str, overrides: dict) -> None:
-    """Every member of an equal-time budget trains at least one predicted step in its time, and its steps
-    make a run [train] can take (a warmup or horizons longer than the run); a refusal names the budget's
-    `seconds` (or `gpu_hours`), never the [train] key it collides with."""
-    name = "gpu_hours" if budget.gpu_hours is not None else "seconds"
-    given = f"{name}={getattr(budget, name):g}"
-    for shape in shapes:
-        share = shares[shape.label()]
-        predicted = f"{share.step_s * 1e3:.4g} ms per step predicted on {share.source}"
-        if share.step_s > share.seconds:
-            raise SpecError(f"{given} is less than one training step of {shape.label()} ({predicted}); "
-                            "give a longer time", key=f"{key}.{name}")
-        try:
-            spec.train_config(lr=spec.lr.values(shape.d_model)[0], seed=spec.seeds[0], tokens=share.tokens,
-                              overrides=overrides)
-        except SpecError as exc:
-            raise SpecError(f"{given} gives {shape.label()} {share.steps:,} steps ({predicted}), too few for "
-                            f"{exc.key}: {exc.message}; give a longer time", key=f"{key}.{name}") from None
 
 
 def _dedupe(shapes: list[Shape] | tuple[Shape, ...]) -> tuple[Shape, ...]:

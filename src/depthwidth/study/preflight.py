@@ -89,4 +89,25 @@ def _parametrization_key(spec, group) -> str:
     return "train.parametrization"
 
 
-__all__ = ["check_runs"]
+def check_dtypes(expansion) -> None:
+    """Refuse, before the folder is touched, a dtype this machine's CPU only emulates (the runs and the
+    benchmarks on the CPU), unless [train] allow_slow_dtype = true (`machine.check_dtype`)."""
+    from depthwidth.machine import capabilities, check_dtype
+
+    allowed = bool(expansion.spec.execution_settings().get("allow_slow_dtype"))
+    cpu = capabilities("cpu")
+    wanted = {("[train] dtype", r.config["train"]["dtype"], r.config["train"].get("device", "auto"))
+              for r in expansion.runs if r.kind == "train"}
+    wanted |= {("[bench] dtype", r.config["bench"]["dtype"], "cpu") for r in expansion.runs if r.kind == "bench"}
+    for name, dtype, device in sorted(wanted):
+        if allowed or device not in ("cpu", "auto") or cpu.is_native(dtype):
+            continue  # a GPU run's dtype is checked by the trainer on its device
+        if device == "auto":
+            import torch
+
+            if torch.cuda.is_available():
+                continue
+        check_dtype(dtype, field=name, allow="[train] allow_slow_dtype = true")
+
+
+__all__ = ["check_dtypes", "check_runs"]

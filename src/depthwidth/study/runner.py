@@ -37,6 +37,7 @@ from depthwidth.study.jobs import Job, Outcome, execute, run_dir
 from depthwidth.study.lr_plan import Planner
 from depthwidth.study.spec import StudySpec, load_spec
 from depthwidth.study.baselines import spec_baselines, write_baselines
+from depthwidth.study.preflight import check_dtypes
 from depthwidth.study.store import FINISHED, Store
 from depthwidth.study.threads import available_cores, default_workers, recorded_threads, run_threads
 
@@ -139,7 +140,7 @@ def run_study(
     expansion = prepare(spec)
     spec = expansion.spec
     if executor == "local":
-        _check_dtypes(expansion)
+        check_dtypes(expansion)
         check_per_core("execution.threads", spec.execution.threads)  # this machine's bound, before the folder
     folder = Path(study_dir) if study_dir is not None else default_study_dir(spec)
     emit = LiveRecord(folder, on_event)  # <study>/live.json for `study status`, then the caller's display
@@ -246,27 +247,6 @@ def _thread_choice(spec: StudySpec, *, executor: str, folder: Path, cores: int) 
     if executor == "ray":
         return lambda run: spec.execution.threads or max(1, int(spec.execution.cpus_per_run))
     return lambda run: local_threads(run, spec=spec, folder=folder, cores=cores)
-
-
-def _check_dtypes(expansion: Expansion) -> None:
-    """Refuse, before the folder is touched, a dtype this machine's CPU only emulates (the runs and the
-    benchmarks on the CPU), unless [train] allow_slow_dtype = true (`machine.check_dtype`)."""
-    from depthwidth.machine import capabilities, check_dtype
-
-    allowed = bool(expansion.spec.execution_settings().get("allow_slow_dtype"))
-    cpu = capabilities("cpu")
-    wanted = {("[train] dtype", r.config["train"]["dtype"], r.config["train"].get("device", "auto"))
-              for r in expansion.runs if r.kind == "train"}
-    wanted |= {("[bench] dtype", r.config["bench"]["dtype"], "cpu") for r in expansion.runs if r.kind == "bench"}
-    for name, dtype, device in sorted(wanted):
-        if allowed or device not in ("cpu", "auto") or cpu.is_native(dtype):
-            continue  # a GPU run's dtype is checked by the trainer on its device
-        if device == "auto":
-            import torch
-
-            if torch.cuda.is_available():
-                continue
-        check_dtype(dtype, field=name, allow="[train] allow_slow_dtype = true")
 
 
 def _workers(expansion: Expansion, *, executor: str, given: int | None, cores: int, folder: Path,

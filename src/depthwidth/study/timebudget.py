@@ -69,4 +69,26 @@ def predicted_seconds(shape: Shape, *, hardware, tokens: int, seq_len: int, batc
     return step * tokens / (batch_size * seq_len)
 
 
-__all__ = ["TimeShare", "hardware_of", "predicted_seconds", "time_shares"]
+def check_shares(spec, budget, shapes, shares: dict, *, key: str, overrides: dict) -> None:
+    """Every member of an equal-time budget (`spec` a StudySpec, `budget` its BudgetSpec) trains at least one
+    predicted step in its time, and its steps make a run [train] can take (a warmup or horizons longer than
+    the run); a refusal names the budget's `seconds` (or `gpu_hours`), never the [train] key it collides with."""
+    from depthwidth.study.schema import SpecError
+
+    name = "gpu_hours" if budget.gpu_hours is not None else "seconds"
+    given = f"{name}={getattr(budget, name):g}"
+    for shape in shapes:
+        share = shares[shape.label()]
+        predicted = f"{share.step_s * 1e3:.4g} ms per step predicted on {share.source}"
+        if share.step_s > share.seconds:
+            raise SpecError(f"{given} is less than one training step of {shape.label()} ({predicted}); "
+                            "give a longer time", key=f"{key}.{name}")
+        try:
+            spec.train_config(lr=spec.lr.values(shape.d_model)[0], seed=spec.seeds[0], tokens=share.tokens,
+                              overrides=overrides)
+        except SpecError as exc:
+            raise SpecError(f"{given} gives {shape.label()} {share.steps:,} steps ({predicted}), too few for "
+                            f"{exc.key}: {exc.message}; give a longer time", key=f"{key}.{name}") from None
+
+
+__all__ = ["TimeShare", "check_shares", "hardware_of", "predicted_seconds", "time_shares"]
