@@ -25,6 +25,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
+from depthwidth.report.gates import learned
 from depthwidth.study.horizons import split_horizon
 
 SHORT_BUDGET = 1.0  # tokens per non-embedding parameter below which every run counts as a short budget
@@ -87,7 +88,7 @@ def budget_ranking(results, *, seconds_of=None) -> BudgetRanking:
     for r in results:
         parent = split_horizon(r.group)
         base, fraction = (parent if parent is not None else (r.group, 1.0))
-        if r.seed_losses and r.tokens and getattr(r, "learned", None) is False:  # study.validity: not ranked
+        if r.seed_losses and r.tokens and not learned(r):  # not below the bigram baseline (study.validity): not ranked
             unlearned.setdefault(base, []).append(f"{r.shape_label} at {fraction:g}")
         elif r.seed_losses and r.tokens:
             by_group.setdefault(base, []).append((fraction, r))

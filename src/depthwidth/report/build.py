@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, replace
 
 from depthwidth.errors import UserError
-from depthwidth.report.gates import fit_results, rules_of
+from depthwidth.report.gates import fit_results, learned, rules_of
 from depthwidth.report.budgets import BudgetRanking, budget_ranking
 from depthwidth.report.noise import NoiseEstimate, estimate_noise
 from depthwidth.report.recommend import Constraints, Recommendation, recommend
@@ -106,9 +106,7 @@ def build_report(
     law = shape_law(study, limits=_law_limits(hw), n_bootstrap=n_bootstrap, seed=seed, n_splits=10) \
         if study.results else None
     budgets = budget_ranking(study.results, seconds_of=_seconds_of(study, hw))
-    # the validity gate (`ShapeResult.learned`, None: not judged) where the results carry it
-    stab = stability(study.results, learned=lambda r: getattr(r, "learned", None) is not False,
-                     n_bootstrap=n_bootstrap, seed=seed)
+    stab = stability(study.results, learned=learned, n_bootstrap=n_bootstrap, seed=seed)  # the validity gate
     bigram = study.baselines.bigram if study.baselines is not None else None
     return Report(study=study, hardware=hw, targets=targets, table=table, trends=trends, noise=noise,
                   recommendation=rec, shape_law=law, budgets=budgets, stability=stab,
